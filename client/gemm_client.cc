@@ -1,0 +1,464 @@
+#include "client/gemm_client.h"
+
+#include <cstring>
+#include <deque>
+#include <future>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+
+namespace gemm::client {
+namespace {
+
+uint64_t OperandBytes(const GemmArgs& args, v1::Operand operand) {
+  switch (operand) {
+    case v1::OPERAND_A:
+      return 4ull * args.m * args.k;
+    case v1::OPERAND_B:
+      return 4ull * args.k * args.n;
+    case v1::OPERAND_C:
+      return args.beta != 0.0f ? 4ull * args.m * args.n : 0;
+    default:
+      return 0;
+  }
+}
+
+const float* OperandData(const GemmArgs& args, v1::Operand operand) {
+  switch (operand) {
+    case v1::OPERAND_A:
+      return args.a;
+    case v1::OPERAND_B:
+      return args.b;
+    default:
+      return args.c;
+  }
+}
+
+void FillParams(const GemmArgs& args, v1::GemmParams* params) {
+  params->set_m(args.m);
+  params->set_n(args.n);
+  params->set_k(args.k);
+  params->set_trans_a(args.trans_a);
+  params->set_trans_b(args.trans_b);
+  params->set_alpha(args.alpha);
+  params->set_beta(args.beta);
+  params->set_kernel(args.kernel);
+  params->set_timeout_ms(args.timeout_ms);
+}
+
+uint64_t JobBytes(const GemmArgs& args) {
+  return OperandBytes(args, v1::OPERAND_A) + OperandBytes(args, v1::OPERAND_B) +
+         OperandBytes(args, v1::OPERAND_C);
+}
+
+}  // namespace
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+absl::Status CheckArgs(const GemmArgs& args) {
+  if ((args.k > 0 && (args.a == nullptr || args.b == nullptr)) ||
+      (args.beta != 0.0f && args.c == nullptr)) {
+    return absl::InvalidArgumentError(
+        "GemmArgs: a and b must be set (and c when beta is not 0)");
+  }
+  return absl::OkStatus();
+}
+
+// The client side of one GemmStream call. It owns itself from StartCall to
+// OnDone. gRPC operations are never started with mu_ held.
+class JobStream::Reactor final
+    : public grpc::ClientBidiReactor<v1::StreamRequest, v1::StreamResponse> {
+ public:
+  Reactor(v1::GemmService::Stub* stub, uint64_t chunk_bytes,
+          absl::Duration timeout)
+      : chunk_bytes_(chunk_bytes) {
+    if (timeout > absl::ZeroDuration()) {
+      context_.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    }
+    stub->async()->GemmStream(&context_, this);
+    // Held until writes are done, so that Submit() can start writes from
+    // outside reactions without racing OnDone.
+    AddHold();
+    StartRead(&response_);
+    StartCall();
+  }
+
+  void Start(std::shared_ptr<Reactor> self) {
+    absl::MutexLock lock(&mu_);
+    self_ = std::move(self);
+  }
+
+  void Submit(const GemmArgs& args, float* c_out, GemmCallback done) {
+    absl::Status refused = CheckArgs(args);
+    if (refused.ok()) {
+      absl::MutexLock lock(&mu_);
+      if (broken_) {
+        refused = absl::UnavailableError(
+            absl::StrCat("stream already failed: ", final_status_.ToString()));
+      } else if (close_requested_) {
+        refused = absl::FailedPreconditionError("stream already finished");
+      } else {
+        Job job;
+        job.id = next_id_++;
+        job.args = args;
+        job.c_out = c_out;
+        job.done = std::move(done);
+        job.c_bytes = 4ull * args.m * args.n;
+        to_send_.push_back(std::move(job));
+      }
+    }
+    if (!refused.ok()) {
+      done(refused);
+      return;
+    }
+    Pump();
+  }
+
+  void Close() {
+    {
+      absl::MutexLock lock(&mu_);
+      close_requested_ = true;
+    }
+    Pump();
+  }
+
+  absl::Status Wait() {
+    done_.WaitForNotification();
+    absl::MutexLock lock(&mu_);
+    return final_status_;
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (!ok) {
+        // The call is over; OnReadDone(false) and OnDone tell why.
+        broken_ = true;
+      }
+    }
+    Pump();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      {
+        absl::MutexLock lock(&mu_);
+        broken_ = true;
+      }
+      ReleaseHold();
+      return;
+    }
+    Deliver(response_);
+    StartRead(&response_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    std::vector<Job> failed;
+    absl::Status final_status = FromGrpcStatus(status);
+    std::shared_ptr<Reactor> self;
+    {
+      absl::MutexLock lock(&mu_);
+      broken_ = true;
+      for (Job& job : to_send_) failed.push_back(std::move(job));
+      to_send_.clear();
+      for (auto& [id, job] : in_flight_) failed.push_back(std::move(job));
+      in_flight_.clear();
+      final_status_ = final_status;
+      self = std::move(self_);
+    }
+    for (Job& job : failed) {
+      job.done(final_status.ok()
+                   ? absl::InternalError(absl::StrCat(
+                         "server closed the stream without ending job ",
+                         job.id))
+                   : final_status);
+    }
+    done_.Notify();
+  }
+
+ private:
+  struct Job {
+    uint64_t id = 0;
+    GemmArgs args;
+    float* c_out = nullptr;
+    GemmCallback done;
+    uint64_t c_bytes = 0;
+    uint64_t c_received = 0;
+    bool params_sent = false;
+    int operand = v1::OPERAND_A;  // next operand to send
+    uint64_t offset = 0;          // next byte of it
+  };
+
+  // Lets the call end once nothing more will be written.
+  void ReleaseHold() {
+    {
+      absl::MutexLock lock(&mu_);
+      if (hold_released_) return;
+      hold_released_ = true;
+    }
+    RemoveHold();
+  }
+
+  // Starts the next write, or half-closes once asked to and all is sent.
+  void Pump() {
+    enum class Action { kNone, kWrite, kWritesDone, kRelease } action;
+    {
+      absl::MutexLock lock(&mu_);
+      if (writing_ || writes_done_sent_) {
+        action = Action::kNone;
+      } else if (broken_) {
+        action = Action::kRelease;
+      } else if (!to_send_.empty()) {
+        NextMessage(&request_);
+        writing_ = true;
+        action = Action::kWrite;
+      } else if (close_requested_) {
+        writes_done_sent_ = true;
+        action = Action::kWritesDone;
+      } else {
+        action = Action::kNone;
+      }
+    }
+    switch (action) {
+      case Action::kWrite:
+        StartWrite(&request_);
+        break;
+      case Action::kWritesDone:
+        StartWritesDone();
+        ReleaseHold();
+        break;
+      case Action::kRelease:
+        ReleaseHold();
+        break;
+      case Action::kNone:
+        break;
+    }
+  }
+
+  void NextMessage(v1::StreamRequest* request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    request->Clear();
+    Job& job = to_send_.front();
+    request->set_job_id(job.id);
+    if (!job.params_sent) {
+      FillParams(job.args, request->mutable_params());
+      job.params_sent = true;
+    }
+    // Skip operands with nothing (left) to send.
+    while (job.operand <= v1::OPERAND_C &&
+           job.offset >=
+               OperandBytes(job.args, static_cast<v1::Operand>(job.operand))) {
+      ++job.operand;
+      job.offset = 0;
+    }
+    if (job.operand <= v1::OPERAND_C) {
+      const auto op = static_cast<v1::Operand>(job.operand);
+      const uint64_t total = OperandBytes(job.args, op);
+      const uint64_t n = std::min(chunk_bytes_, total - job.offset);
+      request->set_operand(op);
+      request->set_offset(job.offset);
+      request->set_data(
+          reinterpret_cast<const char*>(OperandData(job.args, op)) + job.offset,
+          n);
+      job.offset += n;
+      while (job.operand <= v1::OPERAND_C &&
+             job.offset >= OperandBytes(job.args,
+                                        static_cast<v1::Operand>(job.operand))) {
+        ++job.operand;
+        job.offset = 0;
+      }
+    }
+    if (job.operand > v1::OPERAND_C) {
+      request->set_end_of_job(true);
+      const uint64_t id = job.id;
+      in_flight_.emplace(id, std::move(job));
+      to_send_.pop_front();
+    }
+  }
+
+  void Deliver(const v1::StreamResponse& response) {
+    GemmCallback done;
+    absl::StatusOr<v1::Timing> result;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = in_flight_.find(response.job_id());
+      if (it == in_flight_.end()) return;  // not ours; ignore
+      Job& job = it->second;
+      if (response.has_chunk()) {
+        const v1::ResultChunk& chunk = response.chunk();
+        if (chunk.offset() + chunk.data().size() > job.c_bytes) {
+          job.c_received = UINT64_MAX;  // reported at the end record
+          return;
+        }
+        std::memcpy(reinterpret_cast<char*>(job.c_out) + chunk.offset(),
+                    chunk.data().data(), chunk.data().size());
+        job.c_received += chunk.data().size();
+        return;
+      }
+      if (!response.has_end()) return;
+      const v1::JobEnd& end = response.end();
+      if (end.code() != 0) {
+        result = absl::Status(static_cast<absl::StatusCode>(end.code()),
+                              end.message());
+      } else if (job.c_received != job.c_bytes) {
+        result = absl::InternalError(absl::StrFormat(
+            "job %d: server sent %d bytes of C, expected %d", job.id,
+            job.c_received, job.c_bytes));
+      } else {
+        result = end.timing();
+      }
+      done = std::move(job.done);
+      in_flight_.erase(it);
+    }
+    done(std::move(result));
+  }
+
+  const uint64_t chunk_bytes_;
+  grpc::ClientContext context_;
+  v1::StreamRequest request_;    // owned by the write in flight
+  v1::StreamResponse response_;  // owned by the read in flight
+  absl::Notification done_;
+
+  absl::Mutex mu_;
+  std::shared_ptr<Reactor> self_ ABSL_GUARDED_BY(mu_);
+  std::deque<Job> to_send_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, Job> in_flight_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool close_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool writes_done_sent_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status final_status_ ABSL_GUARDED_BY(mu_);
+};
+
+JobStream::JobStream(std::shared_ptr<Reactor> reactor)
+    : reactor_(std::move(reactor)) {}
+
+JobStream::~JobStream() { Finish().IgnoreError(); }
+
+void JobStream::Submit(const GemmArgs& args, float* c_out, GemmCallback done) {
+  reactor_->Submit(args, c_out, std::move(done));
+}
+
+absl::Status JobStream::Finish() {
+  if (!finished_) {
+    finished_ = true;
+    reactor_->Close();
+  }
+  return reactor_->Wait();
+}
+
+GemmClient::GemmClient(const Options& options) : options_(options) {
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  arguments.SetMaxSendMessageSize(-1);
+  channel_ = grpc::CreateCustomChannel(
+      options.target, grpc::InsecureChannelCredentials(), arguments);
+  stub_ = v1::GemmService::NewStub(channel_);
+}
+
+absl::StatusOr<std::unique_ptr<GemmClient>> GemmClient::Create(
+    const Options& options) {
+  if (options.target.empty()) {
+    return absl::InvalidArgumentError("target: empty server address");
+  }
+  if (options.chunk_bytes < 4 || options.chunk_bytes % 4 != 0) {
+    return absl::InvalidArgumentError(
+        "chunk_bytes: must be a positive multiple of 4");
+  }
+  return std::unique_ptr<GemmClient>(new GemmClient(options));
+}
+
+void GemmClient::ApplyDeadline(grpc::ClientContext* context) const {
+  if (options_.timeout > absl::ZeroDuration()) {
+    context->set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+  }
+}
+
+absl::StatusOr<v1::InfoResponse> GemmClient::Info() {
+  grpc::ClientContext context;
+  ApplyDeadline(&context);
+  v1::InfoResponse response;
+  grpc::Status status = stub_->Info(&context, v1::InfoRequest(), &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::StatusOr<v1::Timing> GemmClient::Gemm(const GemmArgs& args,
+                                            float* c_out) {
+  std::promise<absl::StatusOr<v1::Timing>> promise;
+  std::future<absl::StatusOr<v1::Timing>> result = promise.get_future();
+  GemmAsync(args, c_out, [&promise](absl::StatusOr<v1::Timing> timing) {
+    promise.set_value(std::move(timing));
+  });
+  return result.get();
+}
+
+void GemmClient::GemmAsync(const GemmArgs& args, float* c_out,
+                           GemmCallback done) {
+  absl::Status s = CheckArgs(args);
+  if (!s.ok()) {
+    done(s);
+    return;
+  }
+  if (JobBytes(args) > options_.max_unary_bytes) {
+    // A stream of one job: it frees itself once the job has ended.
+    auto reactor = std::make_shared<JobStream::Reactor>(
+        stub_.get(), options_.chunk_bytes, options_.timeout);
+    reactor->Start(reactor);
+    reactor->Submit(args, c_out, std::move(done));
+    reactor->Close();
+    return;
+  }
+  struct Call {
+    grpc::ClientContext context;
+    v1::GemmRequest request;
+    v1::GemmResponse response;
+  };
+  auto call = std::make_shared<Call>();
+  ApplyDeadline(&call->context);
+  FillParams(args, call->request.mutable_params());
+  call->request.set_a(reinterpret_cast<const char*>(args.a),
+                      OperandBytes(args, v1::OPERAND_A));
+  call->request.set_b(reinterpret_cast<const char*>(args.b),
+                      OperandBytes(args, v1::OPERAND_B));
+  if (args.beta != 0.0f) {
+    call->request.set_c(reinterpret_cast<const char*>(args.c),
+                        OperandBytes(args, v1::OPERAND_C));
+  }
+  const uint64_t c_bytes = 4ull * args.m * args.n;
+  stub_->async()->Gemm(
+      &call->context, &call->request, &call->response,
+      [call, c_out, c_bytes, done = std::move(done)](grpc::Status status) {
+        if (!status.ok()) {
+          done(FromGrpcStatus(status));
+          return;
+        }
+        if (call->response.c().size() != c_bytes) {
+          done(absl::InternalError(absl::StrFormat(
+              "server sent %d bytes of C, expected %d",
+              call->response.c().size(), c_bytes)));
+          return;
+        }
+        std::memcpy(c_out, call->response.c().data(), c_bytes);
+        done(call->response.timing());
+      });
+}
+
+std::unique_ptr<JobStream> GemmClient::OpenStream() {
+  auto reactor = std::make_shared<JobStream::Reactor>(
+      stub_.get(), options_.chunk_bytes, options_.timeout);
+  reactor->Start(reactor);
+  return std::make_unique<JobStream>(std::move(reactor));
+}
+
+}  // namespace gemm::client

@@ -1,0 +1,217 @@
+#include "server/batch_scheduler.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "spdlog/spdlog.h"
+
+namespace gemm::server {
+namespace {
+
+class RealClock final : public Clock {
+ public:
+  absl::Time Now() const override { return absl::Now(); }
+};
+
+}  // namespace
+
+const Clock* Clock::Real() {
+  static const RealClock* const clock = new RealClock();
+  return clock;
+}
+
+absl::StatusOr<std::unique_ptr<BatchScheduler>> BatchScheduler::Create(
+    const Options& options, Executor* executor) {
+  if (executor == nullptr) {
+    return absl::InvalidArgumentError("BatchScheduler needs an executor");
+  }
+  if (options.max_batch_size < 1) {
+    return absl::InvalidArgumentError("max_batch_size must be at least 1");
+  }
+  if (options.max_queued_jobs < 1) {
+    return absl::InvalidArgumentError("max_queued_jobs must be at least 1");
+  }
+  if (options.num_workers < 1) {
+    return absl::InvalidArgumentError("num_workers must be at least 1");
+  }
+  if (options.max_queue_delay < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("max_queue_delay must not be negative");
+  }
+  return std::unique_ptr<BatchScheduler>(new BatchScheduler(options, executor));
+}
+
+BatchScheduler::BatchScheduler(const Options& options, Executor* executor)
+    : options_(options),
+      executor_(executor),
+      clock_(options.clock != nullptr ? options.clock : Clock::Real()) {
+  for (int i = 0; i < options_.num_workers; ++i) {
+    workers_.emplace_back([this] { WorkerLoop(); });
+  }
+}
+
+BatchScheduler::~BatchScheduler() { Stop(); }
+
+absl::Status BatchScheduler::Submit(std::shared_ptr<GemmJob> job) {
+  absl::MutexLock lock(&mu_);
+  if (!accepting_) {
+    return absl::UnavailableError("server is shutting down");
+  }
+  if (queue_.size() >= options_.max_queued_jobs) {
+    return absl::UnavailableError(absl::StrFormat(
+        "server overloaded: job queue full (%d jobs waiting); retry later",
+        queue_.size()));
+  }
+  queue_.push_back(std::move(job));
+  return absl::OkStatus();
+}
+
+void BatchScheduler::StopAccepting() {
+  absl::MutexLock lock(&mu_);
+  accepting_ = false;
+}
+
+void BatchScheduler::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    accepting_ = false;
+    stopping_ = true;
+  }
+  for (std::thread& worker : workers_) {
+    if (worker.joinable()) worker.join();
+  }
+}
+
+size_t BatchScheduler::queued() const {
+  absl::MutexLock lock(&mu_);
+  return queue_.size();
+}
+
+uint64_t BatchScheduler::completed_ok() const {
+  absl::MutexLock lock(&mu_);
+  return completed_ok_;
+}
+
+uint64_t BatchScheduler::completed_failed() const {
+  absl::MutexLock lock(&mu_);
+  return completed_failed_;
+}
+
+std::vector<std::pair<std::shared_ptr<GemmJob>, absl::Status>>
+BatchScheduler::DropDead() {
+  std::vector<std::pair<std::shared_ptr<GemmJob>, absl::Status>> dead;
+  const absl::Time now = clock_->Now();
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    GemmJob& job = **it;
+    if (job.IsCancelled()) {
+      dead.emplace_back(std::move(*it), absl::CancelledError(
+                                            "job cancelled by the caller"));
+    } else if (now >= job.deadline()) {
+      dead.emplace_back(
+          std::move(*it),
+          absl::DeadlineExceededError(absl::StrCat(
+              "deadline passed after the job waited ",
+              absl::FormatDuration(now - job.ready_time()), " in the queue")));
+    } else {
+      ++it;
+      continue;
+    }
+    it = queue_.erase(it);
+  }
+  return dead;
+}
+
+Batch BatchScheduler::NextBatch() {
+  while (true) {
+    mu_.Await(absl::Condition(
+        +[](BatchScheduler* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return !s->queue_.empty() || s->stopping_;
+        },
+        this));
+    if (queue_.empty()) return {};  // stopping, and nothing left
+
+    const GemmJob& oldest = *queue_.front();
+    size_t companions = 0;
+    for (const auto& job : queue_) {
+      if (job->problem().SameBatchAs(oldest.problem())) ++companions;
+    }
+    const absl::Time run_at = oldest.ready_time() + options_.max_queue_delay;
+    const absl::Time now = clock_->Now();
+    if (companions >= options_.max_batch_size || stopping_ || now >= run_at) {
+      Batch batch;
+      for (auto it = queue_.begin();
+           it != queue_.end() && batch.size() < options_.max_batch_size;) {
+        if ((*it)->problem().SameBatchAs(oldest.problem()) ||
+            it == queue_.begin()) {
+          batch.push_back(std::move(*it));
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      return batch;
+    }
+    // Wait for more jobs, the delay to run out, or a stop.
+    const size_t seen = queue_.size();
+    struct WaitState {
+      BatchScheduler* self;
+      size_t seen;
+    } state{this, seen};
+    mu_.AwaitWithTimeout(
+        absl::Condition(
+            +[](WaitState* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+              return w->self->stopping_ || w->self->queue_.size() != w->seen;
+            },
+            &state),
+        run_at - now);
+  }
+}
+
+void BatchScheduler::WorkerLoop() {
+  while (true) {
+    Batch batch;
+    std::vector<std::pair<std::shared_ptr<GemmJob>, absl::Status>> dead;
+    {
+      absl::MutexLock lock(&mu_);
+      // Drop what died while waiting, then form a batch from the living.
+      while (true) {
+        mu_.Await(absl::Condition(
+            +[](BatchScheduler* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+              return !s->queue_.empty() || s->stopping_;
+            },
+            this));
+        auto dropped = DropDead();
+        for (auto& d : dropped) dead.push_back(std::move(d));
+        if (!dead.empty() || !queue_.empty() || stopping_) break;
+      }
+      if (dead.empty()) batch = NextBatch();
+      completed_failed_ += dead.size();
+    }
+    for (auto& [job, status] : dead) job->Finish(std::move(status));
+    if (!dead.empty()) continue;
+    if (batch.empty()) return;
+
+    const absl::Time start = clock_->Now();
+    for (const auto& job : batch) {
+      job->timing().queued = start - job->ready_time();
+      job->timing().batch_size = static_cast<uint32_t>(batch.size());
+    }
+    absl::Status status = executor_->Execute(batch);
+    if (!status.ok()) {
+      spdlog::error("batch of {} job(s) {} on kernel {} failed: {}",
+                    batch.size(), batch.front()->shape().ToString(),
+                    batch.front()->problem().kernel, status.ToString());
+    }
+    const absl::Time end = clock_->Now();
+    for (const auto& job : batch) {
+      job->timing().server = end - job->ready_time();
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      (status.ok() ? completed_ok_ : completed_failed_) += batch.size();
+    }
+    for (const auto& job : batch) job->Finish(status);
+  }
+}
+
+}  // namespace gemm::server

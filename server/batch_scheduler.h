@@ -1,0 +1,106 @@
+// BatchScheduler: the dynamic batcher between the RPC edge and an Executor.
+//
+// Jobs wait in a bounded FIFO queue. A worker takes the oldest job and
+// gathers queued jobs that can share its launch (GemmProblem::SameBatchAs);
+// the batch runs once it holds max_batch_size jobs or its oldest job has
+// waited max_queue_delay, as in Triton's dynamic batcher and TensorFlow
+// Serving's batch scheduler. Jobs whose deadline passed or whose caller
+// cancelled are dropped before they run. Stop() refuses new jobs and finishes
+// every accepted one.
+//
+// Thread-safety: thread-safe.
+//
+//   ASSIGN_OR_RETURN(auto scheduler, BatchScheduler::Create(options, executor));
+//   RETURN_IF_ERROR(scheduler->Submit(job));  // job->Finish() runs later
+//   scheduler->Stop();                         // drains
+#ifndef GEMM_SERVER_BATCH_SCHEDULER_H_
+#define GEMM_SERVER_BATCH_SCHEDULER_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "server/executor.h"
+#include "server/gemm_job.h"
+
+namespace gemm::server {
+
+// Time source, injectable so that tests of delays and deadlines are exact.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual absl::Time Now() const = 0;
+  static const Clock* Real();
+};
+
+class BatchScheduler {
+ public:
+  struct Options {
+    // Most jobs in one batch. Default 16.
+    uint32_t max_batch_size = 16;
+    // Longest the oldest job of a partial batch waits for company. Default
+    // 0: a lone job runs at once, and batches form only from jobs that
+    // queued while the executor was busy.
+    absl::Duration max_queue_delay = absl::ZeroDuration();
+    // Jobs that may wait in the queue; beyond that Submit() answers
+    // UNAVAILABLE. Default 1024.
+    uint32_t max_queued_jobs = 1024;
+    // Worker threads, i.e. batches executing at once. Default 1.
+    int num_workers = 1;
+    // Defaults to Clock::Real().
+    const Clock* clock = nullptr;
+  };
+
+  static absl::StatusOr<std::unique_ptr<BatchScheduler>> Create(
+      const Options& options, Executor* executor);
+  ~BatchScheduler();  // Stop()s.
+
+  // Queues a complete job (MarkReady() already called). UNAVAILABLE when the
+  // queue is full or the scheduler is stopping; the job is then untouched
+  // and the caller still owns its completion.
+  absl::Status Submit(std::shared_ptr<GemmJob> job);
+
+  // Refuses new jobs from now on; jobs already accepted still run.
+  void StopAccepting();
+  // StopAccepting(), then waits until every accepted job has finished.
+  void Stop();
+
+  const Options& options() const { return options_; }
+  size_t queued() const;
+  // Jobs finished since start, by outcome; for Info and tests.
+  uint64_t completed_ok() const;
+  uint64_t completed_failed() const;
+
+ private:
+  BatchScheduler(const Options& options, Executor* executor);
+  void WorkerLoop();
+  // Takes the next batch off the queue, waiting as the options say; an
+  // empty batch means the worker should exit.
+  Batch NextBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops expired and cancelled jobs at the front; returns them.
+  std::vector<std::pair<std::shared_ptr<GemmJob>, absl::Status>> DropDead()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  Executor* const executor_;
+  const Clock* const clock_;
+
+  mutable absl::Mutex mu_;
+  std::deque<std::shared_ptr<GemmJob>> queue_ ABSL_GUARDED_BY(mu_);
+  bool accepting_ ABSL_GUARDED_BY(mu_) = true;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t completed_ok_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t completed_failed_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace gemm::server
+
+#endif  // GEMM_SERVER_BATCH_SCHEDULER_H_

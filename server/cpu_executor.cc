@@ -1,0 +1,72 @@
+#include "server/cpu_executor.h"
+
+#include <cblas.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace gemm::server {
+absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
+    const Options& options) {
+  if (options.threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("threads must be 0 or more, got ", options.threads));
+  }
+  if (options.threads > 0) openblas_set_num_threads(options.threads);
+  return std::unique_ptr<CpuExecutor>(new CpuExecutor(options));
+}
+
+std::vector<DeviceDescription> CpuExecutor::devices() const {
+  DeviceDescription cpu;
+  cpu.id = "cpu";
+  cpu.name = absl::StrFormat("OpenBLAS (%s, %d threads)", openblas_get_corename(),
+                             openblas_get_num_threads());
+  return {cpu};
+}
+
+std::vector<std::string> CpuExecutor::kernels() const {
+  std::vector<std::string> names = {kKernelName};
+  if (!options_.fail_kernel.empty()) names.push_back(options_.fail_kernel);
+  return names;
+}
+
+absl::StatusOr<std::string> CpuExecutor::ResolveKernel(
+    const GemmShape& shape, absl::string_view requested) const {
+  (void)shape;
+  if (requested.empty() || requested == "auto" || requested == kKernelName) {
+    return std::string(kKernelName);
+  }
+  if (!options_.fail_kernel.empty() && requested == options_.fail_kernel) {
+    return std::string(requested);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "params.kernel: unknown kernel '", requested,
+      "' on the cpu backend; available: auto, ",
+      absl::StrJoin(kernels(), ", ")));
+}
+
+absl::Status CpuExecutor::Execute(const Batch& batch) {
+  absl::MutexLock lock(&mu_);
+  for (const std::shared_ptr<GemmJob>& job : batch) {
+    if (!options_.fail_kernel.empty() &&
+        job->problem().kernel == options_.fail_kernel) {
+      return absl::InternalError(absl::StrCat(
+          "device failure (injected for testing by --testing-fail-kernel=",
+          options_.fail_kernel, ")"));
+    }
+    const GemmShape& s = job->shape();
+    const absl::Time start = absl::Now();
+    cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
+                s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n, s.k,
+                job->problem().alpha, job->a(), s.lda(), job->b(), s.ldb(),
+                job->problem().beta, job->c(), s.ldc());
+    JobTiming& t = job->timing();
+    t.compute = absl::Now() - start;
+    t.batch_size = static_cast<uint32_t>(batch.size());
+    t.device = "cpu";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gemm::server

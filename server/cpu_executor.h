@@ -1,0 +1,57 @@
+// CpuExecutor: runs GEMMs on the host with OpenBLAS's cblas_sgemm.
+//
+// This is the backend wherever there is no GPU. Its only kernel is "cpu";
+// "auto" resolves to it. OpenBLAS parallelizes each GEMM over its own
+// threads, so batches run one job after another.
+//
+// Thread-safety: thread-safe; concurrent Execute() calls are serialized.
+//
+//   ASSIGN_OR_RETURN(auto executor, CpuExecutor::Create({.threads = 4}));
+//   RETURN_IF_ERROR(executor->Execute(batch));
+#ifndef GEMM_SERVER_CPU_EXECUTOR_H_
+#define GEMM_SERVER_CPU_EXECUTOR_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/executor.h"
+
+namespace gemm::server {
+
+class CpuExecutor final : public Executor {
+ public:
+  struct Options {
+    // OpenBLAS threads per GEMM; 0 keeps OpenBLAS's own default (all cores,
+    // or OPENBLAS_NUM_THREADS).
+    int threads = 0;
+    // Testing hook: jobs that name this kernel fail with INTERNAL, as a
+    // failed device would. Empty (the default) disables it.
+    std::string fail_kernel;
+  };
+
+  static absl::StatusOr<std::unique_ptr<CpuExecutor>> Create(
+      const Options& options);
+
+  absl::string_view backend() const override { return "cpu"; }
+  std::vector<DeviceDescription> devices() const override;
+  std::vector<std::string> kernels() const override;
+  absl::StatusOr<std::string> ResolveKernel(
+      const GemmShape& shape, absl::string_view requested) const override;
+  absl::Status Execute(const Batch& batch) override;
+
+  // The name of the one real kernel of this backend.
+  static constexpr char kKernelName[] = "cpu";
+
+ private:
+  explicit CpuExecutor(const Options& options) : options_(options) {}
+
+  const Options options_;
+  absl::Mutex mu_;
+};
+
+}  // namespace gemm::server
+
+#endif  // GEMM_SERVER_CPU_EXECUTOR_H_

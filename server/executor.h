@@ -1,0 +1,57 @@
+// The seam between scheduling and computing: an Executor runs batches of
+// accepted jobs on one backend (OpenBLAS on the CPU, a CUDA device, ...).
+//
+// Thread-safety: every method may be called from several threads at once;
+// Execute() is called by the BatchScheduler's workers.
+//
+//   std::unique_ptr<Executor> executor = ...;
+//   ASSIGN_OR_RETURN(std::string kernel, executor->ResolveKernel(shape, "auto"));
+//   absl::Status s = executor->Execute(batch);  // fills C and timings
+#ifndef GEMM_SERVER_EXECUTOR_H_
+#define GEMM_SERVER_EXECUTOR_H_
+
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/gemm_job.h"
+
+namespace gemm::server {
+
+struct DeviceDescription {
+  std::string id;    // "cpu", "cuda:0"
+  std::string name;  // "OpenBLAS 0.3.21 (2 threads)", "NVIDIA H200"
+  uint64_t memory_bytes = 0;
+  std::string compute_capability;  // "9.0"; empty on the CPU
+};
+
+// Jobs that run together; all satisfy GemmProblem::SameBatchAs with the first.
+using Batch = std::vector<std::shared_ptr<GemmJob>>;
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  // "cpu" or "cuda".
+  virtual absl::string_view backend() const = 0;
+  virtual std::vector<DeviceDescription> devices() const = 0;
+  // The names a job may ask for, besides "auto".
+  virtual std::vector<std::string> kernels() const = 0;
+
+  // Maps a requested kernel ("auto", "" or a name) to the kernel that will
+  // run `shape`; INVALID_ARGUMENT for an unknown name.
+  virtual absl::StatusOr<std::string> ResolveKernel(
+      const GemmShape& shape, absl::string_view requested) const = 0;
+
+  // Runs every job of `batch`: computes C in place and fills the timings
+  // (all but queued and server, which the scheduler owns). A non-OK status
+  // fails the whole batch. Never called with an empty batch.
+  virtual absl::Status Execute(const Batch& batch) = 0;
+};
+
+}  // namespace gemm::server
+
+#endif  // GEMM_SERVER_EXECUTOR_H_

@@ -1,0 +1,79 @@
+#include "server/gemm_job.h"
+
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+
+namespace gemm::server {
+
+std::string GemmShape::ToString() const {
+  return absl::StrFormat("%ux%ux%u%s%s", m, n, k, trans_a ? " A^T" : "",
+                         trans_b ? " B^T" : "");
+}
+
+bool GemmProblem::SameBatchAs(const GemmProblem& other) const {
+  // alpha and beta are compared bitwise: a batched launch takes one of each.
+  return shape == other.shape && kernel == other.kernel &&
+         std::memcmp(&alpha, &other.alpha, sizeof(float)) == 0 &&
+         std::memcmp(&beta, &other.beta, sizeof(float)) == 0;
+}
+
+InflightBudget::Reservation& InflightBudget::Reservation::operator=(
+    Reservation&& other) noexcept {
+  if (this != &other) {
+    if (budget_ != nullptr) budget_->used_.fetch_sub(bytes_);
+    budget_ = other.budget_;
+    bytes_ = other.bytes_;
+    other.budget_ = nullptr;
+    other.bytes_ = 0;
+  }
+  return *this;
+}
+
+InflightBudget::Reservation::~Reservation() {
+  if (budget_ != nullptr) budget_->used_.fetch_sub(bytes_);
+}
+
+absl::Status InflightBudget::Reserve(uint64_t bytes,
+                                     Reservation* reservation) {
+  uint64_t used = used_.load();
+  do {
+    // A job larger than the whole budget is refused earlier, by the size
+    // limits; here the budget is merely full for now.
+    if (used + bytes > limit_) {
+      return absl::UnavailableError(absl::StrFormat(
+          "server overloaded: %d bytes of jobs in flight, limit %d; retry "
+          "later",
+          used, limit_));
+    }
+  } while (!used_.compare_exchange_weak(used, used + bytes));
+  *reservation = Reservation(this, bytes);
+  return absl::OkStatus();
+}
+
+GemmJob::GemmJob(GemmProblem problem, InflightBudget::Reservation reservation)
+    : problem_(std::move(problem)),
+      reservation_(std::move(reservation)),
+      a_(new float[std::max<uint64_t>(1, problem_.shape.a_elements())]),
+      b_(new float[std::max<uint64_t>(1, problem_.shape.b_elements())]),
+      c_(new float[std::max<uint64_t>(1, problem_.shape.c_elements())]) {}
+
+bool GemmJob::IsCancelled() const {
+  return cancelled_.load() || (cancel_check_ && cancel_check_());
+}
+
+void GemmJob::MarkReady(absl::Time now) {
+  ready_time_ = now;
+  deadline_ = call_deadline_;
+  if (problem_.timeout > absl::ZeroDuration()) {
+    deadline_ = std::min(deadline_, now + problem_.timeout);
+  }
+}
+
+void GemmJob::Finish(absl::Status status) {
+  if (finished_.exchange(true)) return;
+  DoneCallback done = std::move(done_);
+  if (done) done(*this, std::move(status));
+}
+
+}  // namespace gemm::server

@@ -1,0 +1,172 @@
+// A GEMM job as the server holds it between the network and an executor.
+//
+// A job owns its operands in host memory, its deadline, its timings and the
+// callback that hands its result back to the RPC that brought it. It is
+// shared (std::shared_ptr) between the RPC reactor, the BatchScheduler and an
+// Executor; Finish() runs the callback exactly once, from whichever thread
+// ends the job.
+//
+//   auto job = std::make_shared<GemmJob>(problem, std::move(reservation));
+//   job->set_done_callback([](GemmJob& j, absl::Status s) { ... j.c() ... });
+//   scheduler->Submit(job);
+#ifndef GEMM_SERVER_GEMM_JOB_H_
+#define GEMM_SERVER_GEMM_JOB_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace gemm::server {
+
+// Sizes of one GEMM: op(A) is m x k, op(B) is k x n, C is m x n; all stored
+// row-major. A is stored k x m when trans_a is set, B n x k when trans_b is.
+struct GemmShape {
+  uint32_t m = 0;
+  uint32_t n = 0;
+  uint32_t k = 0;
+  bool trans_a = false;
+  bool trans_b = false;
+
+  uint64_t a_elements() const { return uint64_t{m} * k; }
+  uint64_t b_elements() const { return uint64_t{k} * n; }
+  uint64_t c_elements() const { return uint64_t{m} * n; }
+  // Bytes of A, B and C together.
+  uint64_t total_bytes() const {
+    return 4 * (a_elements() + b_elements() + c_elements());
+  }
+  // Leading dimensions (row strides) of the stored matrices, at least 1.
+  uint32_t lda() const { return std::max<uint32_t>(1, trans_a ? m : k); }
+  uint32_t ldb() const { return std::max<uint32_t>(1, trans_b ? k : n); }
+  uint32_t ldc() const { return n; }
+  double flops() const { return 2.0 * m * n * k; }
+  std::string ToString() const;
+
+  friend bool operator==(const GemmShape& x, const GemmShape& y) {
+    return x.m == y.m && x.n == y.n && x.k == y.k && x.trans_a == y.trans_a &&
+           x.trans_b == y.trans_b;
+  }
+};
+
+// A validated problem: shape, scalars and the kernel that will run it.
+struct GemmProblem {
+  GemmShape shape;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+  // The resolved kernel name (never "auto" once the job is accepted).
+  std::string kernel;
+  // Budget from the moment the job is complete; zero means none.
+  absl::Duration timeout = absl::ZeroDuration();
+
+  // Jobs with equal batch keys can run as one batched launch.
+  bool SameBatchAs(const GemmProblem& other) const;
+};
+
+// Where a job's time went; see proto/gemm.proto's Timing.
+struct JobTiming {
+  absl::Duration queued = absl::ZeroDuration();
+  absl::Duration h2d = absl::ZeroDuration();
+  absl::Duration compute = absl::ZeroDuration();
+  absl::Duration d2h = absl::ZeroDuration();
+  absl::Duration server = absl::ZeroDuration();
+  uint32_t batch_size = 1;
+  std::string device;
+};
+
+// Counts the bytes of accepted, unfinished jobs against a limit. Thread-safe.
+class InflightBudget {
+ public:
+  explicit InflightBudget(uint64_t limit_bytes) : limit_(limit_bytes) {}
+
+  // A claim on part of the budget, returned when destroyed.
+  class Reservation {
+   public:
+    Reservation() = default;
+    Reservation(InflightBudget* budget, uint64_t bytes)
+        : budget_(budget), bytes_(bytes) {}
+    Reservation(Reservation&& other) noexcept { *this = std::move(other); }
+    Reservation& operator=(Reservation&& other) noexcept;
+    ~Reservation();
+    uint64_t bytes() const { return bytes_; }
+
+   private:
+    InflightBudget* budget_ = nullptr;
+    uint64_t bytes_ = 0;
+  };
+
+  // UNAVAILABLE when `bytes` more would exceed the limit right now.
+  absl::Status Reserve(uint64_t bytes, Reservation* reservation);
+  uint64_t used() const { return used_.load(); }
+  uint64_t limit() const { return limit_; }
+
+ private:
+  const uint64_t limit_;
+  std::atomic<uint64_t> used_{0};
+};
+
+class GemmJob {
+ public:
+  using DoneCallback = std::function<void(GemmJob& job, absl::Status status)>;
+
+  // Allocates (uninitialized) host storage for A, B and C.
+  GemmJob(GemmProblem problem, InflightBudget::Reservation reservation);
+  GemmJob(const GemmJob&) = delete;
+  GemmJob& operator=(const GemmJob&) = delete;
+
+  const GemmProblem& problem() const { return problem_; }
+  const GemmShape& shape() const { return problem_.shape; }
+
+  float* a() { return a_.get(); }
+  float* b() { return b_.get(); }
+  // Holds the input C (when beta is not 0) and, once done, the result.
+  float* c() { return c_.get(); }
+  const float* c() const { return c_.get(); }
+
+  void set_done_callback(DoneCallback callback) {
+    done_ = std::move(callback);
+  }
+  // Polled by the scheduler: a cancelled job is dropped before it runs.
+  void set_cancel_check(std::function<bool()> check) {
+    cancel_check_ = std::move(check);
+  }
+  bool IsCancelled() const;
+  void Cancel() { cancelled_.store(true); }
+
+  // Marks the job complete on the server: starts its clock and deadline.
+  void MarkReady(absl::Time now);
+  absl::Time ready_time() const { return ready_time_; }
+  // The earlier of the job's own timeout and the call's deadline.
+  absl::Time deadline() const { return deadline_; }
+  void set_call_deadline(absl::Time deadline) { call_deadline_ = deadline; }
+
+  JobTiming& timing() { return timing_; }
+  const JobTiming& timing() const { return timing_; }
+
+  // Runs the done callback once; later calls do nothing.
+  void Finish(absl::Status status);
+
+ private:
+  const GemmProblem problem_;
+  InflightBudget::Reservation reservation_;
+  std::unique_ptr<float[]> a_;
+  std::unique_ptr<float[]> b_;
+  std::unique_ptr<float[]> c_;
+  absl::Time ready_time_ = absl::InfinitePast();
+  absl::Time call_deadline_ = absl::InfiniteFuture();
+  absl::Time deadline_ = absl::InfiniteFuture();
+  JobTiming timing_;
+  std::function<bool()> cancel_check_;
+  std::atomic<bool> cancelled_{false};
+  std::atomic<bool> finished_{false};
+  DoneCallback done_;
+};
+
+}  // namespace gemm::server
+
+#endif  // GEMM_SERVER_GEMM_JOB_H_

@@ -1,0 +1,105 @@
+#include "server/gemm_server.h"
+
+#include <chrono>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "server/cpu_executor.h"
+#include "server/status_macros.h"
+#include "server/version.h"
+#include "spdlog/spdlog.h"
+
+namespace gemm::server {
+namespace {
+
+constexpr char kServiceName[] = "gemm.v1.GemmService";
+
+absl::StatusOr<std::unique_ptr<Executor>> MakeExecutor(
+    const GemmServer::Options& options) {
+  if (options.backend == "cuda") {
+    return absl::FailedPreconditionError(
+        "--backend=cuda: this build has no CUDA engine yet; use --backend=cpu "
+        "or auto");
+  }
+  if (options.backend != "auto" && options.backend != "cpu") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--backend: must be auto, cuda or cpu, got '", options.backend, "'"));
+  }
+  CpuExecutor::Options cpu;
+  cpu.threads = options.cpu_threads;
+  cpu.fail_kernel = options.testing_fail_kernel;
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutor> executor,
+                   CpuExecutor::Create(cpu));
+  return std::unique_ptr<Executor>(std::move(executor));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
+    const Options& options) {
+  if (options.limits.max_job_bytes > options.limits.max_inflight_bytes) {
+    return absl::InvalidArgumentError(
+        "max_job_bytes must not exceed max_inflight_bytes: such a job could "
+        "never be admitted");
+  }
+  if (options.limits.result_chunk_bytes < 4 ||
+      options.limits.result_chunk_bytes > options.limits.max_message_bytes) {
+    return absl::InvalidArgumentError(
+        "result_chunk_bytes must be between 4 and max_message_bytes");
+  }
+  std::unique_ptr<GemmServer> server(new GemmServer());
+  ASSIGN_OR_RETURN(server->executor_, MakeExecutor(options));
+  ASSIGN_OR_RETURN(server->scheduler_,
+                   BatchScheduler::Create(options.batching,
+                                          server->executor_.get()));
+  GemmServiceImpl::Options service_options;
+  service_options.limits = options.limits;
+  service_options.version = kVersion;
+  server->service_ = std::make_unique<GemmServiceImpl>(
+      service_options, server->executor_.get(), server->scheduler_.get());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen_address,
+                           grpc::InsecureServerCredentials(), &server->port_);
+  builder.RegisterService(server->service_.get());
+  const int max_message =
+      static_cast<int>(std::min<uint64_t>(options.limits.max_message_bytes,
+                                          std::numeric_limits<int>::max()));
+  builder.SetMaxReceiveMessageSize(max_message);
+  builder.SetMaxSendMessageSize(max_message);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", options.listen_address,
+        " (address in use, or not a valid host:port?)"));
+  }
+  grpc::HealthCheckServiceInterface* health =
+      server->server_->GetHealthCheckService();
+  health->SetServingStatus(kServiceName, true);
+  health->SetServingStatus(true);
+  return server;
+}
+
+GemmServer::~GemmServer() { Shutdown(absl::ZeroDuration()); }
+
+void GemmServer::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (server_ != nullptr) {
+    server_->GetHealthCheckService()->SetServingStatus(false);
+  }
+  scheduler_->StopAccepting();
+  if (server_ != nullptr) {
+    // Waits for open calls, whose accepted jobs keep running meanwhile.
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
+  }
+  scheduler_->Stop();
+  if (server_ != nullptr) server_->Wait();
+}
+
+}  // namespace gemm::server

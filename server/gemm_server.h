@@ -1,0 +1,71 @@
+// GemmServer: assembles executor, scheduler and gRPC service into a running
+// server, and takes it down gracefully.
+//
+// Thread-safety: Shutdown() may be called from any thread, once.
+//
+//   GemmServer::Options options;
+//   options.listen_address = "127.0.0.1:0";
+//   ASSIGN_OR_RETURN(auto server, GemmServer::Create(options));
+//   std::cout << server->port();
+//   server->Shutdown(absl::Seconds(30));  // finishes accepted jobs
+#ifndef GEMM_SERVER_GEMM_SERVER_H_
+#define GEMM_SERVER_GEMM_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "server/batch_scheduler.h"
+#include "server/executor.h"
+#include "server/gemm_service.h"
+#include "server/validation.h"
+
+namespace gemm::server {
+
+class GemmServer {
+ public:
+  struct Options {
+    // host:port to listen on; port 0 picks a free one (see port()).
+    // Default 0.0.0.0:50051.
+    std::string listen_address = "0.0.0.0:50051";
+    // "auto" (CUDA where this build has it and a GPU is present, else the
+    // CPU), "cuda" or "cpu". Default "auto".
+    std::string backend = "auto";
+    // OpenBLAS threads per GEMM on the CPU backend; 0 = OpenBLAS's default.
+    int cpu_threads = 0;
+    ServiceLimits limits;
+    BatchScheduler::Options batching;
+    // Testing hook: jobs naming this kernel fail with INTERNAL. Empty (the
+    // default) disables it.
+    std::string testing_fail_kernel;
+  };
+
+  static absl::StatusOr<std::unique_ptr<GemmServer>> Create(
+      const Options& options);
+  ~GemmServer();
+
+  // The port the server listens on.
+  int port() const { return port_; }
+  const Executor& executor() const { return *executor_; }
+
+  // Stops taking jobs (health turns NOT_SERVING, new jobs get UNAVAILABLE),
+  // finishes every accepted job, then closes the server. Calls still open
+  // after `grace` are cancelled.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  GemmServer() = default;
+
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<BatchScheduler> scheduler_;
+  std::unique_ptr<GemmServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace gemm::server
+
+#endif  // GEMM_SERVER_GEMM_SERVER_H_

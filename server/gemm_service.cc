@@ -1,0 +1,436 @@
+#include "server/gemm_service.h"
+
+#include <cstring>
+#include <deque>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "server/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace gemm::server {
+namespace {
+
+double ToMs(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+absl::Time CallDeadline(const grpc::CallbackServerContext* context) {
+  const auto deadline = context->deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) {
+    return absl::InfiniteFuture();
+  }
+  return absl::FromChrono(deadline);
+}
+
+// Where an operand's bytes go in a job's host storage.
+float* OperandData(GemmJob& job, v1::Operand operand) {
+  switch (operand) {
+    case v1::OPERAND_A:
+      return job.a();
+    case v1::OPERAND_B:
+      return job.b();
+    case v1::OPERAND_C:
+      return job.c();
+    default:
+      return nullptr;
+  }
+}
+
+// One GemmStream call. Reads job parts, submits complete jobs, writes
+// results back one message at a time. gRPC operations are never started
+// with mu_ held: their reactions may run inline.
+class GemmStreamReactor final
+    : public grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse> {
+ public:
+  GemmStreamReactor(GemmServiceImpl* service,
+                    grpc::CallbackServerContext* context)
+      : service_(service), context_(context) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      {
+        absl::MutexLock lock(&mu_);
+        reads_done_ = true;
+        // Jobs the client started but never ended can no longer complete.
+        for (auto& [id, receiving] : receiving_) {
+          (void)receiving;
+          QueueError(id, absl::InvalidArgumentError(absl::StrCat(
+                             "job_id ", id,
+                             ": stream closed before the job's end_of_job")));
+        }
+        receiving_.clear();
+      }
+      Pump();
+      return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      HandleRequest(request_);
+    }
+    Pump();
+    StartRead(&request_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (!ok) write_failed_ = true;
+    }
+    Pump();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    for (auto& [id, receiving] : receiving_) receiving.job->Cancel();
+    for (const auto& job : running_) job->Cancel();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  struct Receiving {
+    std::shared_ptr<GemmJob> job;
+    uint64_t received[4] = {0, 0, 0, 0};  // indexed by v1::Operand
+  };
+  // A message still to send: a job's result (chunks, then its end record)
+  // or a failed job's end record.
+  struct Outgoing {
+    uint64_t job_id = 0;
+    absl::Status status;
+    std::shared_ptr<GemmJob> job;  // set for a successful result
+    uint64_t offset = 0;           // next byte of C to send
+  };
+
+  void QueueError(uint64_t id, absl::Status status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    outbox_.push_back(Outgoing{id, std::move(status), nullptr, 0});
+  }
+
+  // Ends job `id` with `status`: drops its partial data and ignores its
+  // remaining parts unless `ended` (the failing message ended the job).
+  void FailJob(uint64_t id, absl::Status status, bool ended)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    receiving_.erase(id);
+    if (!ended) discarding_.insert(id);
+    QueueError(id, std::move(status));
+  }
+
+  void HandleRequest(const v1::StreamRequest& req)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const uint64_t id = req.job_id();
+    const bool ended = req.end_of_job();
+    if (discarding_.count(id) > 0 && !req.has_params()) {
+      if (ended) discarding_.erase(id);
+      return;
+    }
+    discarding_.erase(id);
+    auto it = receiving_.find(id);
+    if (req.has_params()) {
+      if (it != receiving_.end()) {
+        return FailJob(id,
+                       absl::InvalidArgumentError(absl::StrCat(
+                           "job_id ", id,
+                           ": params sent again while the job is open")),
+                       ended);
+      }
+      absl::StatusOr<GemmProblem> problem =
+          ValidateParams(req.params(), service_->options().limits,
+                         service_->executor());
+      if (!problem.ok()) return FailJob(id, problem.status(), ended);
+      absl::StatusOr<std::shared_ptr<GemmJob>> job = service_->NewJob(*problem);
+      if (!job.ok()) return FailJob(id, job.status(), ended);
+      it = receiving_.emplace(id, Receiving{std::move(*job)}).first;
+    } else if (it == receiving_.end()) {
+      return FailJob(id,
+                     absl::InvalidArgumentError(absl::StrCat(
+                         "job_id ", id,
+                         ": data for a job that was not started; its first "
+                         "message must carry params")),
+                     ended);
+    }
+    Receiving& receiving = it->second;
+    if (!req.data().empty()) {
+      absl::Status s = AppendChunk(req, receiving);
+      if (!s.ok()) return FailJob(id, std::move(s), ended);
+    }
+    if (!ended) return;
+
+    std::shared_ptr<GemmJob> job = std::move(receiving.job);
+    const uint64_t* got = receiving.received;
+    receiving_.erase(it);
+    absl::Status s = CheckOperandBytes(job->problem(), got[v1::OPERAND_A],
+                                       got[v1::OPERAND_B], got[v1::OPERAND_C]);
+    if (!s.ok()) {
+      return QueueError(id, absl::InvalidArgumentError(
+                                absl::StrCat("job_id ", id, ": ", s.message())));
+    }
+    Submit(id, std::move(job));
+  }
+
+  absl::Status AppendChunk(const v1::StreamRequest& req, Receiving& receiving)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const v1::Operand op = req.operand();
+    float* base = OperandData(*receiving.job, op);
+    if (base == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job_id ", req.job_id(),
+          ": operand: must be OPERAND_A, OPERAND_B or OPERAND_C when data is "
+          "set, got ",
+          static_cast<int>(op)));
+    }
+    const uint64_t expected = ExpectedBytes(receiving.job->shape(), op);
+    uint64_t& received = receiving.received[op];
+    if (req.offset() != received) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "job_id %d: offset: chunks of %s must arrive in order; expected "
+          "offset %d, got %d",
+          req.job_id(), v1::Operand_Name(op), received, req.offset()));
+    }
+    if (received + req.data().size() > expected) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "job_id %d: data: %s would grow to %d bytes, but the shape %s "
+          "gives it %d",
+          req.job_id(), v1::Operand_Name(op), received + req.data().size(),
+          receiving.job->shape().ToString(), expected));
+    }
+    std::memcpy(reinterpret_cast<char*>(base) + received, req.data().data(),
+                req.data().size());
+    received += req.data().size();
+    return absl::OkStatus();
+  }
+
+  void Submit(uint64_t id, std::shared_ptr<GemmJob> job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    job->set_call_deadline(CallDeadline(context_));
+    job->MarkReady(absl::Now());
+    job->set_done_callback([this, id](GemmJob& done, absl::Status status) {
+      OnJobDone(id, done, std::move(status));
+    });
+    running_.insert(job);
+    ++pending_;
+    absl::Status s = service_->scheduler().Submit(job);
+    if (!s.ok()) {
+      running_.erase(job);
+      --pending_;
+      QueueError(id, std::move(s));
+    }
+  }
+
+  // Runs on a scheduler thread. The reactor stays alive: Finish() waits
+  // for pending_ to reach 0.
+  void OnJobDone(uint64_t id, GemmJob& job, absl::Status status) {
+    {
+      absl::MutexLock lock(&mu_);
+      std::shared_ptr<GemmJob> owned;
+      for (auto it = running_.begin(); it != running_.end(); ++it) {
+        if (it->get() == &job) {
+          owned = *it;
+          running_.erase(it);
+          break;
+        }
+      }
+      --pending_;
+      if (status.ok()) {
+        outbox_.push_back(Outgoing{id, absl::OkStatus(), std::move(owned), 0});
+      } else {
+        QueueError(id, std::move(status));
+      }
+    }
+    Pump();
+  }
+
+  // Starts the next write, or finishes the call once nothing is left.
+  void Pump() {
+    bool write = false;
+    bool finish = false;
+    grpc::Status final_status;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_ || writing_) return;
+      if (write_failed_ || cancelled_) outbox_.clear();
+      if (!outbox_.empty()) {
+        NextMessage(&response_);
+        writing_ = true;
+        write = true;
+      } else if (reads_done_ && pending_ == 0) {
+        finished_ = true;
+        finish = true;
+        final_status = cancelled_ || write_failed_
+                           ? grpc::Status(grpc::StatusCode::CANCELLED,
+                                          "stream cancelled")
+                           : grpc::Status::OK;
+      }
+    }
+    if (write) StartWrite(&response_);
+    if (finish) Finish(final_status);
+  }
+
+  void NextMessage(v1::StreamResponse* response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    response->Clear();
+    Outgoing& out = outbox_.front();
+    response->set_job_id(out.job_id);
+    if (out.job != nullptr) {
+      const uint64_t total = 4 * out.job->shape().c_elements();
+      if (out.offset < total) {
+        const uint64_t n = std::min<uint64_t>(
+            service_->options().limits.result_chunk_bytes, total - out.offset);
+        v1::ResultChunk* chunk = response->mutable_chunk();
+        chunk->set_offset(out.offset);
+        chunk->set_data(reinterpret_cast<const char*>(out.job->c()) + out.offset,
+                        n);
+        out.offset += n;
+        return;
+      }
+      v1::JobEnd* end = response->mutable_end();
+      end->set_code(0);
+      FillTiming(*out.job, end->mutable_timing());
+    } else {
+      v1::JobEnd* end = response->mutable_end();
+      end->set_code(static_cast<int>(out.status.code()));
+      end->set_message(std::string(out.status.message()));
+    }
+    outbox_.pop_front();
+  }
+
+  GemmServiceImpl* const service_;
+  grpc::CallbackServerContext* const context_;
+  v1::StreamRequest request_;    // owned by the read in flight
+  v1::StreamResponse response_;  // owned by the write in flight
+
+  absl::Mutex mu_;
+  std::unordered_map<uint64_t, Receiving> receiving_ ABSL_GUARDED_BY(mu_);
+  std::unordered_set<uint64_t> discarding_ ABSL_GUARDED_BY(mu_);
+  std::unordered_set<std::shared_ptr<GemmJob>> running_ ABSL_GUARDED_BY(mu_);
+  std::deque<Outgoing> outbox_ ABSL_GUARDED_BY(mu_);
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+void FillTiming(const GemmJob& job, v1::Timing* timing) {
+  const JobTiming& t = job.timing();
+  timing->set_queue_ms(ToMs(t.queued));
+  timing->set_batch_size(t.batch_size);
+  timing->set_h2d_ms(ToMs(t.h2d));
+  timing->set_compute_ms(ToMs(t.compute));
+  timing->set_d2h_ms(ToMs(t.d2h));
+  timing->set_server_ms(ToMs(t.server));
+  timing->set_kernel(job.problem().kernel);
+  timing->set_device(t.device);
+  // For a batched launch, compute covers the whole batch and the batch's
+  // rate is batch_size times this figure.
+  const double seconds = absl::ToDoubleSeconds(t.compute);
+  timing->set_gflops(seconds > 0 ? job.shape().flops() / seconds / 1e9 : 0.0);
+}
+
+GemmServiceImpl::GemmServiceImpl(const Options& options, Executor* executor,
+                                 BatchScheduler* scheduler)
+    : options_(options),
+      executor_(executor),
+      scheduler_(scheduler),
+      budget_(options.limits.max_inflight_bytes) {}
+
+absl::StatusOr<std::shared_ptr<GemmJob>> GemmServiceImpl::NewJob(
+    const GemmProblem& problem) {
+  InflightBudget::Reservation reservation;
+  RETURN_IF_ERROR(
+      budget_.Reserve(problem.shape.total_bytes(), &reservation));
+  return std::make_shared<GemmJob>(problem, std::move(reservation));
+}
+
+grpc::ServerUnaryReactor* GemmServiceImpl::Info(
+    grpc::CallbackServerContext* context, const v1::InfoRequest* /*request*/,
+    v1::InfoResponse* response) {
+  response->set_version(options_.version);
+  response->set_backend(std::string(executor_->backend()));
+  for (const DeviceDescription& d : executor_->devices()) {
+    v1::Device* device = response->add_devices();
+    device->set_id(d.id);
+    device->set_name(d.name);
+    device->set_memory_bytes(d.memory_bytes);
+    device->set_compute_capability(d.compute_capability);
+  }
+  for (const std::string& name : executor_->kernels()) {
+    response->add_kernels(name);
+  }
+  const ServiceLimits& l = options_.limits;
+  v1::Limits* limits = response->mutable_limits();
+  limits->set_max_dim(l.max_dim);
+  limits->set_max_job_bytes(l.max_job_bytes);
+  limits->set_max_message_bytes(l.max_message_bytes);
+  limits->set_max_queued_jobs(scheduler_->options().max_queued_jobs);
+  limits->set_max_inflight_bytes(l.max_inflight_bytes);
+  limits->set_result_chunk_bytes(l.result_chunk_bytes);
+  v1::Batching* batching = response->mutable_batching();
+  batching->set_max_batch_size(scheduler_->options().max_batch_size);
+  batching->set_max_queue_delay_us(absl::ToInt64Microseconds(
+      scheduler_->options().max_queue_delay));
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
+    grpc::CallbackServerContext* context, const v1::GemmRequest* request,
+    v1::GemmResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto start = [&]() -> absl::Status {
+    if (!request->has_params()) {
+      return absl::InvalidArgumentError("params: missing");
+    }
+    ASSIGN_OR_RETURN(GemmProblem problem,
+                     ValidateParams(request->params(), options_.limits,
+                                    *executor_));
+    RETURN_IF_ERROR(CheckOperandBytes(problem, request->a().size(),
+                                      request->b().size(),
+                                      request->c().size()));
+    ASSIGN_OR_RETURN(std::shared_ptr<GemmJob> job, NewJob(problem));
+    std::memcpy(job->a(), request->a().data(), request->a().size());
+    std::memcpy(job->b(), request->b().data(), request->b().size());
+    if (problem.beta != 0.0f) {
+      std::memcpy(job->c(), request->c().data(), request->c().size());
+    }
+    job->set_call_deadline(CallDeadline(context));
+    job->set_cancel_check([context] { return context->IsCancelled(); });
+    job->MarkReady(absl::Now());
+    job->set_done_callback(
+        [reactor, response](GemmJob& done, absl::Status status) {
+          if (status.ok()) {
+            response->set_c(reinterpret_cast<const char*>(done.c()),
+                            4 * done.shape().c_elements());
+            FillTiming(done, response->mutable_timing());
+          }
+          reactor->Finish(ToGrpcStatus(status));
+        });
+    return scheduler_->Submit(std::move(job));
+  };
+  absl::Status status = start();
+  if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse>*
+GemmServiceImpl::GemmStream(grpc::CallbackServerContext* context) {
+  return new GemmStreamReactor(this, context);
+}
+
+}  // namespace gemm::server

@@ -1,0 +1,71 @@
+// GemmServiceImpl: the gRPC adapter of gemm.v1.GemmService.
+//
+// A thin edge on the callback API (no thread is blocked per call): it checks
+// each request (validation.h), turns it into a GemmJob, hands the job to the
+// BatchScheduler and sends the result back when the job finishes. Errors
+// become grpc::Status here and nowhere else.
+//
+// Thread-safety: thread-safe; gRPC calls it from its own threads.
+//
+//   GemmServiceImpl service(options, executor, scheduler);
+//   builder.RegisterService(&service);
+#ifndef GEMM_SERVER_GEMM_SERVICE_H_
+#define GEMM_SERVER_GEMM_SERVICE_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/gemm.grpc.pb.h"
+#include "server/batch_scheduler.h"
+#include "server/executor.h"
+#include "server/gemm_job.h"
+#include "server/validation.h"
+
+namespace gemm::server {
+
+// The one conversion from absl::Status to grpc::Status (the codes agree).
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// Fills the wire Timing of a finished job.
+void FillTiming(const GemmJob& job, v1::Timing* timing);
+
+class GemmServiceImpl final : public v1::GemmService::CallbackService {
+ public:
+  struct Options {
+    ServiceLimits limits;
+    // Reported by Info.
+    std::string version;
+  };
+
+  // `executor` and `scheduler` must outlive the service.
+  GemmServiceImpl(const Options& options, Executor* executor,
+                  BatchScheduler* scheduler);
+
+  grpc::ServerUnaryReactor* Info(grpc::CallbackServerContext* context,
+                                 const v1::InfoRequest* request,
+                                 v1::InfoResponse* response) override;
+  grpc::ServerUnaryReactor* Gemm(grpc::CallbackServerContext* context,
+                                 const v1::GemmRequest* request,
+                                 v1::GemmResponse* response) override;
+  grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse>* GemmStream(
+      grpc::CallbackServerContext* context) override;
+
+  // Reserves budget for and allocates a job of `problem`.
+  absl::StatusOr<std::shared_ptr<GemmJob>> NewJob(const GemmProblem& problem);
+
+  const Options& options() const { return options_; }
+  Executor& executor() { return *executor_; }
+  BatchScheduler& scheduler() { return *scheduler_; }
+  InflightBudget& budget() { return budget_; }
+
+ private:
+  const Options options_;
+  Executor* const executor_;
+  BatchScheduler* const scheduler_;
+  InflightBudget budget_;
+};
+
+}  // namespace gemm::server
+
+#endif  // GEMM_SERVER_GEMM_SERVICE_H_

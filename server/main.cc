@@ -1,0 +1,110 @@
+// gemm-server: turns flags into GemmServer::Options, runs the server and
+// shuts it down gracefully on SIGINT or SIGTERM.
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/time/time.h"
+#include "server/gemm_server.h"
+#include "server/version.h"
+#include "spdlog/spdlog.h"
+
+int main(int argc, char** argv) {
+  using gemm::server::GemmServer;
+  GemmServer::Options options;
+  std::string log_level = "info";
+  std::string port_file;
+  double max_queue_delay_us = 0;
+  double shutdown_grace_s = 30;
+
+  CLI::App app{"gemm-server: SGEMM as a gRPC service (gemm.v1.GemmService)"};
+  app.set_version_flag("--version", std::string(gemm::kVersion));
+  app.add_option("--listen", options.listen_address,
+                 "host:port to listen on; port 0 picks a free port")
+      ->capture_default_str();
+  app.add_option("--backend", options.backend,
+                 "auto (CUDA when present, else CPU), cuda or cpu")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
+      ->capture_default_str();
+  app.add_option("--threads", options.cpu_threads,
+                 "OpenBLAS threads per GEMM on the CPU backend (0: OpenBLAS "
+                 "default)")
+      ->capture_default_str();
+  app.add_option("--max-dim", options.limits.max_dim, "largest M, N or K")
+      ->capture_default_str();
+  app.add_option("--max-job-bytes", options.limits.max_job_bytes,
+                 "largest job: bytes of A, B and C together")
+      ->capture_default_str();
+  app.add_option("--max-inflight-bytes", options.limits.max_inflight_bytes,
+                 "bytes of all accepted, unfinished jobs; beyond it new jobs "
+                 "get UNAVAILABLE")
+      ->capture_default_str();
+  app.add_option("--max-message-bytes", options.limits.max_message_bytes,
+                 "largest gRPC message received or sent")
+      ->capture_default_str();
+  app.add_option("--result-chunk-bytes", options.limits.result_chunk_bytes,
+                 "size of result chunks on GemmStream")
+      ->capture_default_str();
+  app.add_option("--max-queued-jobs", options.batching.max_queued_jobs,
+                 "jobs that may wait; beyond it new jobs get UNAVAILABLE")
+      ->capture_default_str();
+  app.add_option("--max-batch-size", options.batching.max_batch_size,
+                 "most jobs in one batch")
+      ->capture_default_str();
+  app.add_option("--max-queue-delay-us", max_queue_delay_us,
+                 "longest a job waits for others to join its batch")
+      ->capture_default_str();
+  app.add_option("--workers", options.batching.num_workers,
+                 "batches executing at once")
+      ->capture_default_str();
+  app.add_option("--shutdown-grace-s", shutdown_grace_s,
+                 "on SIGINT/SIGTERM, how long open calls may take to finish")
+      ->capture_default_str();
+  app.add_option("--port-file", port_file,
+                 "write the listening port to this file once serving");
+  app.add_option("--log-level", log_level,
+                 "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+  app.add_option("--testing-fail-kernel", options.testing_fail_kernel,
+                 "testing hook: jobs naming this kernel fail with INTERNAL")
+      ->group("");  // hidden from --help
+  CLI11_PARSE(app, argc, argv);
+
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  options.batching.max_queue_delay = absl::Microseconds(max_queue_delay_us);
+
+  // Block the shutdown signals in every thread; main waits for them below.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto server = GemmServer::Create(options);
+  if (!server.ok()) {
+    spdlog::critical("cannot start: {}", server.status().ToString());
+    return 1;
+  }
+  const auto devices = (*server)->executor().devices();
+  spdlog::info("gemm-server {} listening on port {} (backend {}, device {})",
+               gemm::kVersion, (*server)->port(),
+               std::string((*server)->executor().backend()),
+               devices.empty() ? "none" : devices.front().name);
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << (*server)->port() << "\n";
+    std::rename(tmp.c_str(), port_file.c_str());
+  }
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("signal {}: finishing accepted jobs (grace {} s), then exiting",
+               signal_number, shutdown_grace_s);
+  (*server)->Shutdown(absl::Seconds(shutdown_grace_s));
+  spdlog::info("shut down cleanly");
+  return 0;
+}

@@ -1,0 +1,93 @@
+#include "server/validation.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/status_macros.h"
+
+namespace gemm::server {
+namespace {
+
+absl::Status CheckDim(const char* field, uint32_t value, uint32_t min,
+                      const ServiceLimits& limits) {
+  if (value < min) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "params.%s: must be at least %d, got %d", field, min, value));
+  }
+  if (value > limits.max_dim) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("params.%s: %d exceeds the server's max_dim of %d",
+                        field, value, limits.max_dim));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckBytes(const char* field, uint64_t got, uint64_t expected,
+                        const char* formula, const GemmShape& s) {
+  if (got == expected) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: expected %d bytes (%s*4 for M=%d N=%d K=%d%s%s), got %d", field,
+      expected, formula, s.m, s.n, s.k, s.trans_a ? " trans_a" : "",
+      s.trans_b ? " trans_b" : "", got));
+}
+
+}  // namespace
+
+absl::StatusOr<GemmProblem> ValidateParams(const v1::GemmParams& params,
+                                           const ServiceLimits& limits,
+                                           const Executor& executor) {
+  GemmProblem problem;
+  GemmShape& shape = problem.shape;
+  RETURN_IF_ERROR(CheckDim("m", params.m(), 1, limits));
+  RETURN_IF_ERROR(CheckDim("n", params.n(), 1, limits));
+  RETURN_IF_ERROR(CheckDim("k", params.k(), 0, limits));
+  shape.m = params.m();
+  shape.n = params.n();
+  shape.k = params.k();
+  shape.trans_a = params.trans_a();
+  shape.trans_b = params.trans_b();
+  if (shape.total_bytes() > limits.max_job_bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "params: a %s job needs %d bytes for A, B and C, over the server's "
+        "max_job_bytes of %d",
+        shape.ToString(), shape.total_bytes(), limits.max_job_bytes));
+  }
+  problem.alpha = params.alpha();
+  problem.beta = params.beta();
+  problem.timeout = absl::Milliseconds(params.timeout_ms());
+  ASSIGN_OR_RETURN(problem.kernel,
+                   executor.ResolveKernel(shape, params.kernel()));
+  return problem;
+}
+
+uint64_t ExpectedBytes(const GemmShape& shape, v1::Operand operand) {
+  switch (operand) {
+    case v1::OPERAND_A:
+      return 4 * shape.a_elements();
+    case v1::OPERAND_B:
+      return 4 * shape.b_elements();
+    case v1::OPERAND_C:
+      return 4 * shape.c_elements();
+    default:
+      return 0;
+  }
+}
+
+absl::Status CheckOperandBytes(const GemmProblem& problem, uint64_t a_bytes,
+                               uint64_t b_bytes, uint64_t c_bytes) {
+  const GemmShape& s = problem.shape;
+  RETURN_IF_ERROR(CheckBytes("a", a_bytes, ExpectedBytes(s, v1::OPERAND_A),
+                             s.trans_a ? "K*M" : "M*K", s));
+  RETURN_IF_ERROR(CheckBytes("b", b_bytes, ExpectedBytes(s, v1::OPERAND_B),
+                             s.trans_b ? "N*K" : "K*N", s));
+  if (problem.beta == 0.0f && c_bytes == 0) return absl::OkStatus();
+  absl::Status c_status =
+      CheckBytes("c", c_bytes, ExpectedBytes(s, v1::OPERAND_C), "M*N", s);
+  if (!c_status.ok() && problem.beta != 0.0f && c_bytes == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("c: missing, but beta is ", problem.beta,
+                     "; send C or set beta to 0"));
+  }
+  return c_status;
+}
+
+}  // namespace gemm::server

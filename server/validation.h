@@ -1,0 +1,54 @@
+// Checks requests at the service edge, before any job exists.
+//
+// Every error names the offending field, so a caller can fix its request
+// from the message alone. Malformed input is INVALID_ARGUMENT; input over
+// the configured limits is RESOURCE_EXHAUSTED.
+//
+// Thread-safety: stateless functions.
+//
+//   ASSIGN_OR_RETURN(GemmProblem problem,
+//                    ValidateParams(request.params(), limits, executor));
+//   RETURN_IF_ERROR(CheckOperandBytes(problem, request.a().size(), ...));
+#ifndef GEMM_SERVER_VALIDATION_H_
+#define GEMM_SERVER_VALIDATION_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/gemm.pb.h"
+#include "server/executor.h"
+#include "server/gemm_job.h"
+
+namespace gemm::server {
+
+// Size limits of the service; see proto/gemm.proto's Limits.
+struct ServiceLimits {
+  // Largest M, N or K. Default 65536.
+  uint32_t max_dim = 65536;
+  // Largest job (A, B and C together), in bytes. Default 2 GiB.
+  uint64_t max_job_bytes = uint64_t{2} << 30;
+  // Bytes of all accepted, unfinished jobs together. Default 8 GiB.
+  uint64_t max_inflight_bytes = uint64_t{8} << 30;
+  // Largest gRPC message the server receives. Default 64 MiB.
+  uint64_t max_message_bytes = uint64_t{64} << 20;
+  // Size of the result chunks on the stream. Default 1 MiB.
+  uint64_t result_chunk_bytes = uint64_t{1} << 20;
+};
+
+// Validates `params` against the limits and resolves its kernel through
+// `executor`.
+absl::StatusOr<GemmProblem> ValidateParams(const v1::GemmParams& params,
+                                           const ServiceLimits& limits,
+                                           const Executor& executor);
+
+// Bytes an operand must have; C's may also be 0 when beta is 0.
+uint64_t ExpectedBytes(const GemmShape& shape, v1::Operand operand);
+
+// Checks the byte counts of a complete job's operands.
+absl::Status CheckOperandBytes(const GemmProblem& problem, uint64_t a_bytes,
+                               uint64_t b_bytes, uint64_t c_bytes);
+
+}  // namespace gemm::server
+
+#endif  // GEMM_SERVER_VALIDATION_H_

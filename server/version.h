@@ -1,0 +1,11 @@
+#ifndef GEMM_SERVER_VERSION_H_
+#define GEMM_SERVER_VERSION_H_
+
+namespace gemm {
+
+// The service's version (semantic versioning), reported by Info.
+inline constexpr char kVersion[] = "0.1.0";
+
+}  // namespace gemm
+
+#endif  // GEMM_SERVER_VERSION_H_
