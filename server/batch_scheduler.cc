@@ -139,10 +139,12 @@ Batch BatchScheduler::NextBatch() {
     const absl::Time now = clock_->Now();
     if (companions >= options_.max_batch_size || stopping_ || now >= run_at) {
       Batch batch;
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+      const GemmProblem& key = batch.front()->problem();
       for (auto it = queue_.begin();
            it != queue_.end() && batch.size() < options_.max_batch_size;) {
-        if ((*it)->problem().SameBatchAs(oldest.problem()) ||
-            it == queue_.begin()) {
+        if ((*it)->problem().SameBatchAs(key)) {
           batch.push_back(std::move(*it));
           it = queue_.erase(it);
         } else {

@@ -1,0 +1,204 @@
+#include "server/batch_scheduler.h"
+
+#include <atomic>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace gemm::server {
+namespace {
+
+// Records the batches it is given; holds the first one until released, so
+// that tests can queue jobs behind a busy executor. (Scheduling is what is
+// under test here; cpu_executor_test covers the arithmetic.)
+class RecordingExecutor final : public Executor {
+ public:
+  absl::string_view backend() const override { return "test"; }
+  std::vector<DeviceDescription> devices() const override { return {}; }
+  std::vector<std::string> kernels() const override { return {"k"}; }
+  absl::StatusOr<std::string> ResolveKernel(
+      const GemmShape&, absl::string_view) const override {
+    return std::string("k");
+  }
+  absl::Status Execute(const Batch& batch) override {
+    if (!started_.HasBeenNotified()) {
+      started_.Notify();
+      release_.WaitForNotification();
+    }
+    absl::MutexLock lock(&mu_);
+    sizes_.push_back(batch.size());
+    for (const auto& job : batch) ms_.push_back(job->shape().m);
+    return absl::OkStatus();
+  }
+  void WaitUntilBusy() { started_.WaitForNotification(); }
+  void Release() { release_.Notify(); }
+  std::vector<size_t> sizes() {
+    absl::MutexLock lock(&mu_);
+    return sizes_;
+  }
+
+ private:
+  absl::Notification started_, release_;
+  absl::Mutex mu_;
+  std::vector<size_t> sizes_;
+  std::vector<uint32_t> ms_;
+};
+
+class FakeClock final : public Clock {
+ public:
+  absl::Time Now() const override {
+    absl::MutexLock lock(&mu_);
+    return now_;
+  }
+  void Advance(absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    now_ += d;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1'000'000);
+};
+
+struct Outcome {
+  std::atomic<int> ok{0};
+  std::atomic<int> failed{0};
+  std::atomic<int> last_code{0};
+};
+
+std::shared_ptr<GemmJob> Job(uint32_t m, Outcome* outcome, const Clock* clock,
+                             absl::Duration timeout = absl::ZeroDuration()) {
+  auto job = std::make_shared<GemmJob>(
+      GemmProblem{.shape = {m, 4, 4}, .kernel = "k", .timeout = timeout},
+      InflightBudget::Reservation());
+  job->set_done_callback([outcome](GemmJob&, absl::Status s) {
+    (s.ok() ? outcome->ok : outcome->failed)++;
+    if (!s.ok()) outcome->last_code = static_cast<int>(s.code());
+  });
+  job->MarkReady(clock->Now());
+  return job;
+}
+
+TEST(BatchSchedulerTest, QueuedSameShapeJobsRunAsOneBatch) {
+  RecordingExecutor executor;
+  auto scheduler = BatchScheduler::Create({.max_batch_size = 16}, &executor);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome outcome;
+  const Clock* clock = Clock::Real();
+  ASSERT_TRUE((*scheduler)->Submit(Job(8, &outcome, clock)).ok());
+  executor.WaitUntilBusy();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE((*scheduler)->Submit(Job(16, &outcome, clock)).ok());
+  }
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE((*scheduler)->Submit(Job(32, &outcome, clock)).ok());
+  }
+  executor.Release();
+  (*scheduler)->Stop();
+  EXPECT_EQ(executor.sizes(), (std::vector<size_t>{1, 5, 2}));
+  EXPECT_EQ(outcome.ok, 8);
+  EXPECT_EQ((*scheduler)->completed_ok(), 8u);
+}
+
+TEST(BatchSchedulerTest, BatchesNeverExceedMaxBatchSize) {
+  RecordingExecutor executor;
+  auto scheduler = BatchScheduler::Create({.max_batch_size = 4}, &executor);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome outcome;
+  ASSERT_TRUE((*scheduler)->Submit(Job(8, &outcome, Clock::Real())).ok());
+  executor.WaitUntilBusy();
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE((*scheduler)->Submit(Job(16, &outcome, Clock::Real())).ok());
+  }
+  executor.Release();
+  (*scheduler)->Stop();
+  EXPECT_EQ(executor.sizes(), (std::vector<size_t>{1, 4, 4, 2}));
+  EXPECT_EQ(outcome.ok, 11);
+}
+
+TEST(BatchSchedulerTest, QueueDelayLetsABatchForm) {
+  RecordingExecutor executor;
+  executor.Release();  // never hold
+  auto scheduler = BatchScheduler::Create(
+      {.max_batch_size = 3, .max_queue_delay = absl::Seconds(10)}, &executor);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome outcome;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE((*scheduler)->Submit(Job(16, &outcome, Clock::Real())).ok());
+  }
+  // The third job fills the batch, long before the 10 s delay.
+  (*scheduler)->Stop();
+  EXPECT_EQ(executor.sizes(), (std::vector<size_t>{3}));
+}
+
+TEST(BatchSchedulerTest, FullQueueAnswersUnavailable) {
+  RecordingExecutor executor;
+  auto scheduler =
+      BatchScheduler::Create({.max_queued_jobs = 2}, &executor);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome outcome;
+  ASSERT_TRUE((*scheduler)->Submit(Job(8, &outcome, Clock::Real())).ok());
+  executor.WaitUntilBusy();
+  ASSERT_TRUE((*scheduler)->Submit(Job(8, &outcome, Clock::Real())).ok());
+  ASSERT_TRUE((*scheduler)->Submit(Job(8, &outcome, Clock::Real())).ok());
+  absl::Status full = (*scheduler)->Submit(Job(8, &outcome, Clock::Real()));
+  EXPECT_EQ(full.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(full.message().find("queue full"), absl::string_view::npos);
+  executor.Release();
+  (*scheduler)->Stop();
+  EXPECT_EQ(outcome.ok, 3) << "every accepted job still runs";
+}
+
+TEST(BatchSchedulerTest, ExpiredAndCancelledJobsAreDroppedUnrun) {
+  RecordingExecutor executor;
+  FakeClock clock;
+  auto scheduler = BatchScheduler::Create({.clock = &clock}, &executor);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome busy, expired, cancelled, alive;
+  ASSERT_TRUE((*scheduler)->Submit(Job(8, &busy, &clock)).ok());
+  executor.WaitUntilBusy();
+  ASSERT_TRUE(
+      (*scheduler)->Submit(Job(16, &expired, &clock, absl::Milliseconds(10)))
+          .ok());
+  auto doomed = Job(24, &cancelled, &clock);
+  ASSERT_TRUE((*scheduler)->Submit(doomed).ok());
+  doomed->Cancel();
+  ASSERT_TRUE(
+      (*scheduler)->Submit(Job(32, &alive, &clock, absl::Seconds(60))).ok());
+  clock.Advance(absl::Milliseconds(20));
+  executor.Release();
+  (*scheduler)->Stop();
+  EXPECT_EQ(expired.last_code,
+            static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(cancelled.last_code, static_cast<int>(absl::StatusCode::kCancelled));
+  EXPECT_EQ(alive.ok, 1);
+  EXPECT_EQ(executor.sizes(), (std::vector<size_t>{1, 1}))
+      << "only the busy job and the live one ran";
+}
+
+TEST(BatchSchedulerTest, StopFinishesAcceptedJobsAndRefusesNewOnes) {
+  RecordingExecutor executor;
+  auto scheduler = BatchScheduler::Create({}, &executor);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome outcome;
+  ASSERT_TRUE((*scheduler)->Submit(Job(8, &outcome, Clock::Real())).ok());
+  executor.WaitUntilBusy();
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE((*scheduler)->Submit(Job(16, &outcome, Clock::Real())).ok());
+  }
+  std::thread stopper([&] { (*scheduler)->Stop(); });
+  // Once stopping, new jobs are refused...
+  while ((*scheduler)->Submit(Job(16, &outcome, Clock::Real())).ok()) {
+    std::this_thread::yield();
+  }
+  executor.Release();
+  stopper.join();
+  // ...and everything accepted ran (the refused job never counted).
+  EXPECT_EQ(outcome.failed, 0);
+  EXPECT_EQ(static_cast<uint64_t>(outcome.ok), (*scheduler)->completed_ok());
+  EXPECT_GE(outcome.ok, 5);
+}
+
+}  // namespace
+}  // namespace gemm::server

@@ -1,0 +1,77 @@
+#include "server/cpu_executor.h"
+
+#include <cmath>
+#include <limits>
+
+#include "client/reference_gemm.h"
+#include "gtest/gtest.h"
+
+namespace gemm::server {
+namespace {
+
+std::shared_ptr<GemmJob> MakeJob(const GemmShape& shape, float alpha,
+                                 float beta, uint64_t seed) {
+  GemmProblem problem{.shape = shape, .alpha = alpha, .beta = beta,
+                      .kernel = "cpu"};
+  auto job = std::make_shared<GemmJob>(problem, InflightBudget::Reservation());
+  client::FillRandom(job->a(), shape.a_elements(), seed);
+  client::FillRandom(job->b(), shape.b_elements(), seed + 1);
+  if (beta != 0.0f) {
+    client::FillRandom(job->c(), shape.c_elements(), seed + 2);
+  } else {
+    // Poison: beta == 0 must not read C.
+    std::fill(job->c(), job->c() + shape.c_elements(),
+              std::numeric_limits<float>::quiet_NaN());
+  }
+  return job;
+}
+
+class CpuExecutorShapes : public ::testing::TestWithParam<GemmShape> {};
+
+TEST_P(CpuExecutorShapes, MatchesFloat64Reference) {
+  auto executor = CpuExecutor::Create({.threads = 0});
+  ASSERT_TRUE(executor.ok());
+  const GemmShape shape = GetParam();
+  for (float beta : {0.0f, -0.75f}) {
+    auto job = MakeJob(shape, 1.25f, beta, shape.m * 31 + shape.k);
+    std::vector<float> c_in(job->c(), job->c() + shape.c_elements());
+    client::GemmSpec spec{shape.m, shape.n, shape.k, shape.trans_a,
+                          shape.trans_b, 1.25f, beta};
+    const std::vector<double> want =
+        client::ReferenceGemm(spec, job->a(), job->b(), c_in.data());
+    ASSERT_TRUE((*executor)->Execute({job}).ok());
+    EXPECT_LE(client::RelativeFrobeniusError(job->c(), want), 1e-5)
+        << shape.ToString() << " beta " << beta;
+    EXPECT_EQ(job->timing().device, "cpu");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    OddShapes, CpuExecutorShapes,
+    ::testing::Values(GemmShape{1, 1, 1}, GemmShape{17, 3, 29},
+                      GemmShape{64, 65, 63, true, false},
+                      GemmShape{31, 47, 13, false, true},
+                      GemmShape{33, 9, 70, true, true},
+                      GemmShape{5, 7, 0}));
+
+TEST(CpuExecutorTest, ResolvesAutoAndRejectsUnknownKernels) {
+  auto executor = CpuExecutor::Create({});
+  ASSERT_TRUE(executor.ok());
+  EXPECT_EQ(*(*executor)->ResolveKernel({1, 1, 1}, "auto"), "cpu");
+  EXPECT_EQ(*(*executor)->ResolveKernel({1, 1, 1}, ""), "cpu");
+  auto unknown = (*executor)->ResolveKernel({1, 1, 1}, "v9");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.status().message().find("params.kernel"),
+            absl::string_view::npos);
+}
+
+TEST(CpuExecutorTest, InjectedFailureIsInternal) {
+  auto executor = CpuExecutor::Create({.fail_kernel = "broken"});
+  ASSERT_TRUE(executor.ok());
+  GemmProblem problem{.shape = {2, 2, 2}, .kernel = "broken"};
+  auto job = std::make_shared<GemmJob>(problem, InflightBudget::Reservation());
+  EXPECT_EQ((*executor)->Execute({job}).code(), absl::StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace gemm::server

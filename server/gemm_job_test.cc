@@ -1,0 +1,95 @@
+#include "server/gemm_job.h"
+
+#include "gtest/gtest.h"
+
+namespace gemm::server {
+namespace {
+
+TEST(GemmShapeTest, SizesAndLeadingDimensions) {
+  GemmShape s{.m = 3, .n = 5, .k = 7};
+  EXPECT_EQ(s.a_elements(), 21u);
+  EXPECT_EQ(s.b_elements(), 35u);
+  EXPECT_EQ(s.c_elements(), 15u);
+  EXPECT_EQ(s.total_bytes(), 4u * (21 + 35 + 15));
+  EXPECT_EQ(s.lda(), 7u);
+  EXPECT_EQ(s.ldb(), 5u);
+  s.trans_a = s.trans_b = true;
+  EXPECT_EQ(s.lda(), 3u);
+  EXPECT_EQ(s.ldb(), 7u);
+  s.k = 0;
+  s.trans_a = s.trans_b = false;
+  EXPECT_EQ(s.lda(), 1u) << "BLAS needs a leading dimension of at least 1";
+}
+
+TEST(GemmProblemTest, BatchKeyComparesShapeKernelAndScalars) {
+  GemmProblem p{.shape = {.m = 4, .n = 4, .k = 4}, .alpha = 1, .beta = 0,
+                .kernel = "cpu"};
+  GemmProblem q = p;
+  EXPECT_TRUE(p.SameBatchAs(q));
+  q.beta = 0.5f;
+  EXPECT_FALSE(p.SameBatchAs(q));
+  q = p;
+  q.shape.trans_b = true;
+  EXPECT_FALSE(p.SameBatchAs(q));
+  q = p;
+  q.kernel = "v5";
+  EXPECT_FALSE(p.SameBatchAs(q));
+}
+
+TEST(InflightBudgetTest, ReservesUntilFullAndReleasesOnDestruction) {
+  InflightBudget budget(100);
+  {
+    InflightBudget::Reservation r1, r2, r3;
+    ASSERT_TRUE(budget.Reserve(60, &r1).ok());
+    ASSERT_TRUE(budget.Reserve(40, &r2).ok());
+    absl::Status full = budget.Reserve(1, &r3);
+    EXPECT_EQ(full.code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(budget.used(), 100u);
+    InflightBudget::Reservation moved = std::move(r1);
+    EXPECT_EQ(budget.used(), 100u) << "a move keeps the claim";
+  }
+  EXPECT_EQ(budget.used(), 0u);
+}
+
+TEST(GemmJobTest, FinishRunsTheCallbackOnce) {
+  InflightBudget budget(1 << 20);
+  InflightBudget::Reservation r;
+  ASSERT_TRUE(budget.Reserve(1000, &r).ok());
+  auto job = std::make_shared<GemmJob>(
+      GemmProblem{.shape = {.m = 2, .n = 2, .k = 2}}, std::move(r));
+  int calls = 0;
+  absl::StatusCode code = absl::StatusCode::kOk;
+  job->set_done_callback([&](GemmJob&, absl::Status s) {
+    ++calls;
+    code = s.code();
+  });
+  job->Finish(absl::InternalError("boom"));
+  job->Finish(absl::OkStatus());
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(code, absl::StatusCode::kInternal);
+  job.reset();
+  EXPECT_EQ(budget.used(), 0u) << "the job's bytes return with the job";
+}
+
+TEST(GemmJobTest, DeadlineIsTheEarlierOfTimeoutAndCallDeadline) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  GemmJob job(GemmProblem{.shape = {.m = 1, .n = 1, .k = 1},
+                          .timeout = absl::Milliseconds(50)},
+              {});
+  job.MarkReady(t0);
+  EXPECT_EQ(job.deadline(), t0 + absl::Milliseconds(50));
+
+  GemmJob job2(GemmProblem{.shape = {.m = 1, .n = 1, .k = 1},
+                           .timeout = absl::Milliseconds(50)},
+               {});
+  job2.set_call_deadline(t0 + absl::Milliseconds(10));
+  job2.MarkReady(t0);
+  EXPECT_EQ(job2.deadline(), t0 + absl::Milliseconds(10));
+
+  GemmJob job3(GemmProblem{.shape = {.m = 1, .n = 1, .k = 1}}, {});
+  job3.MarkReady(t0);
+  EXPECT_EQ(job3.deadline(), absl::InfiniteFuture());
+}
+
+}  // namespace
+}  // namespace gemm::server

@@ -1,0 +1,90 @@
+#include "server/validation.h"
+
+#include "gtest/gtest.h"
+#include "server/cpu_executor.h"
+
+namespace gemm::server {
+namespace {
+
+class ValidationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto executor = CpuExecutor::Create({});
+    ASSERT_TRUE(executor.ok());
+    executor_ = std::move(*executor);
+  }
+  v1::GemmParams Params(uint32_t m, uint32_t n, uint32_t k) {
+    v1::GemmParams p;
+    p.set_m(m);
+    p.set_n(n);
+    p.set_k(k);
+    p.set_alpha(1);
+    return p;
+  }
+  ServiceLimits limits_;
+  std::unique_ptr<CpuExecutor> executor_;
+};
+
+void ExpectError(const absl::Status& s, absl::StatusCode code,
+                 absl::string_view field) {
+  EXPECT_EQ(s.code(), code) << s;
+  EXPECT_NE(s.message().find(field), absl::string_view::npos)
+      << "message should name " << field << ": " << s.message();
+}
+
+TEST_F(ValidationTest, AcceptsAValidProblemAndResolvesItsKernel) {
+  v1::GemmParams p = Params(10, 20, 30);
+  p.set_trans_b(true);
+  p.set_beta(0.5f);
+  p.set_timeout_ms(250);
+  auto problem = ValidateParams(p, limits_, *executor_);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  EXPECT_EQ(problem->shape, (GemmShape{10, 20, 30, false, true}));
+  EXPECT_EQ(problem->kernel, "cpu");
+  EXPECT_EQ(problem->beta, 0.5f);
+  EXPECT_EQ(problem->timeout, absl::Milliseconds(250));
+}
+
+TEST_F(ValidationTest, ZeroDimensionsNameTheField) {
+  ExpectError(ValidateParams(Params(0, 5, 5), limits_, *executor_).status(),
+              absl::StatusCode::kInvalidArgument, "params.m");
+  ExpectError(ValidateParams(Params(5, 0, 5), limits_, *executor_).status(),
+              absl::StatusCode::kInvalidArgument, "params.n");
+  EXPECT_TRUE(ValidateParams(Params(5, 5, 0), limits_, *executor_).ok())
+      << "K = 0 is a valid GEMM: C = beta * C";
+}
+
+TEST_F(ValidationTest, LimitsGiveResourceExhausted) {
+  limits_.max_dim = 100;
+  ExpectError(ValidateParams(Params(5, 5, 101), limits_, *executor_).status(),
+              absl::StatusCode::kResourceExhausted, "params.k");
+  limits_.max_dim = 100000;
+  limits_.max_job_bytes = 1000;
+  ExpectError(ValidateParams(Params(10, 10, 10), limits_, *executor_).status(),
+              absl::StatusCode::kResourceExhausted, "max_job_bytes");
+}
+
+TEST_F(ValidationTest, UnknownKernelIsInvalidArgument) {
+  v1::GemmParams p = Params(2, 2, 2);
+  p.set_kernel("v42");
+  ExpectError(ValidateParams(p, limits_, *executor_).status(),
+              absl::StatusCode::kInvalidArgument, "params.kernel");
+}
+
+TEST_F(ValidationTest, OperandBytesMustMatchTheShape) {
+  GemmProblem problem{.shape = {3, 4, 5}, .beta = 0.0f};
+  EXPECT_TRUE(CheckOperandBytes(problem, 60, 80, 0).ok());
+  EXPECT_TRUE(CheckOperandBytes(problem, 60, 80, 48).ok());
+  ExpectError(CheckOperandBytes(problem, 59, 80, 0),
+              absl::StatusCode::kInvalidArgument, "a: expected 60 bytes");
+  ExpectError(CheckOperandBytes(problem, 60, 81, 0),
+              absl::StatusCode::kInvalidArgument, "b: expected 80 bytes");
+  ExpectError(CheckOperandBytes(problem, 60, 80, 47),
+              absl::StatusCode::kInvalidArgument, "c: expected 48 bytes");
+  problem.beta = 1.0f;
+  ExpectError(CheckOperandBytes(problem, 60, 80, 0),
+              absl::StatusCode::kInvalidArgument, "c: missing");
+}
+
+}  // namespace
+}  // namespace gemm::server
