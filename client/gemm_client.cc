@@ -56,6 +56,23 @@ uint64_t JobBytes(const GemmArgs& args) {
 
 }  // namespace
 
+CallTracker::Token::Token(std::shared_ptr<CallTracker> tracker)
+    : tracker_(std::move(tracker)) {
+  absl::MutexLock lock(&tracker_->mu_);
+  ++tracker_->calls_;
+}
+
+CallTracker::Token::~Token() {
+  absl::MutexLock lock(&tracker_->mu_);
+  --tracker_->calls_;
+}
+
+void CallTracker::WaitForIdle() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](int* calls) { return *calls == 0; }, &calls_));
+}
+
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
@@ -76,9 +93,9 @@ absl::Status CheckArgs(const GemmArgs& args) {
 class JobStream::Reactor final
     : public grpc::ClientBidiReactor<v1::StreamRequest, v1::StreamResponse> {
  public:
-  Reactor(v1::GemmService::Stub* stub, uint64_t chunk_bytes,
-          absl::Duration timeout)
-      : chunk_bytes_(chunk_bytes) {
+  Reactor(v1::GemmService::Stub* stub, std::shared_ptr<CallTracker> tracker,
+          uint64_t chunk_bytes, absl::Duration timeout)
+      : token_(std::move(tracker)), chunk_bytes_(chunk_bytes) {
     if (timeout > absl::ZeroDuration()) {
       context_.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
     }
@@ -99,12 +116,15 @@ class JobStream::Reactor final
     absl::Status refused = CheckArgs(args);
     if (refused.ok()) {
       absl::MutexLock lock(&mu_);
-      if (broken_) {
-        refused = absl::UnavailableError(
-            absl::StrCat("stream already failed: ", final_status_.ToString()));
+      if (call_done_) {
+        refused = final_status_.ok() ? absl::FailedPreconditionError(
+                                           "stream already finished")
+                                     : final_status_;
       } else if (close_requested_) {
         refused = absl::FailedPreconditionError("stream already finished");
       } else {
+        // Queued even when the call is failing: OnDone then reports the
+        // call's own status for it.
         Job job;
         job.id = next_id_++;
         job.args = args;
@@ -167,6 +187,7 @@ class JobStream::Reactor final
     {
       absl::MutexLock lock(&mu_);
       broken_ = true;
+      call_done_ = true;
       for (Job& job : to_send_) failed.push_back(std::move(job));
       to_send_.clear();
       for (auto& [id, job] : in_flight_) failed.push_back(std::move(job));
@@ -321,6 +342,8 @@ class JobStream::Reactor final
     done(std::move(result));
   }
 
+  // First member, so destroyed last: after the context.
+  CallTracker::Token token_;
   const uint64_t chunk_bytes_;
   grpc::ClientContext context_;
   v1::StreamRequest request_;    // owned by the write in flight
@@ -337,6 +360,7 @@ class JobStream::Reactor final
   bool writes_done_sent_ ABSL_GUARDED_BY(mu_) = false;
   bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool call_done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -365,6 +389,8 @@ GemmClient::GemmClient(const Options& options) : options_(options) {
       options.target, grpc::InsecureChannelCredentials(), arguments);
   stub_ = v1::GemmService::NewStub(channel_);
 }
+
+GemmClient::~GemmClient() { tracker_->WaitForIdle(); }
 
 absl::StatusOr<std::unique_ptr<GemmClient>> GemmClient::Create(
     const Options& options) {
@@ -413,18 +439,23 @@ void GemmClient::GemmAsync(const GemmArgs& args, float* c_out,
   if (JobBytes(args) > options_.max_unary_bytes) {
     // A stream of one job: it frees itself once the job has ended.
     auto reactor = std::make_shared<JobStream::Reactor>(
-        stub_.get(), options_.chunk_bytes, options_.timeout);
+        stub_.get(), tracker_, options_.chunk_bytes, options_.timeout);
     reactor->Start(reactor);
     reactor->Submit(args, c_out, std::move(done));
     reactor->Close();
     return;
   }
+  // Owned by the callback, which deletes it: the context must stay alive
+  // until then, and be gone before gRPC releases the call.
   struct Call {
+    explicit Call(std::shared_ptr<CallTracker> tracker)
+        : token(std::move(tracker)) {}
+    CallTracker::Token token;  // destroyed last
     grpc::ClientContext context;
     v1::GemmRequest request;
     v1::GemmResponse response;
   };
-  auto call = std::make_shared<Call>();
+  Call* call = new Call(tracker_);
   ApplyDeadline(&call->context);
   FillParams(args, call->request.mutable_params());
   call->request.set_a(reinterpret_cast<const char*>(args.a),
@@ -439,24 +470,25 @@ void GemmClient::GemmAsync(const GemmArgs& args, float* c_out,
   stub_->async()->Gemm(
       &call->context, &call->request, &call->response,
       [call, c_out, c_bytes, done = std::move(done)](grpc::Status status) {
+        absl::StatusOr<v1::Timing> result;
         if (!status.ok()) {
-          done(FromGrpcStatus(status));
-          return;
+          result = FromGrpcStatus(status);
+        } else if (call->response.c().size() != c_bytes) {
+          result = absl::InternalError(
+              absl::StrFormat("server sent %d bytes of C, expected %d",
+                              call->response.c().size(), c_bytes));
+        } else {
+          std::memcpy(c_out, call->response.c().data(), c_bytes);
+          result = std::move(*call->response.mutable_timing());
         }
-        if (call->response.c().size() != c_bytes) {
-          done(absl::InternalError(absl::StrFormat(
-              "server sent %d bytes of C, expected %d",
-              call->response.c().size(), c_bytes)));
-          return;
-        }
-        std::memcpy(c_out, call->response.c().data(), c_bytes);
-        done(call->response.timing());
+        delete call;
+        done(std::move(result));
       });
 }
 
 std::unique_ptr<JobStream> GemmClient::OpenStream() {
   auto reactor = std::make_shared<JobStream::Reactor>(
-      stub_.get(), options_.chunk_bytes, options_.timeout);
+      stub_.get(), tracker_, options_.chunk_bytes, options_.timeout);
   reactor->Start(reactor);
   return std::make_unique<JobStream>(std::move(reactor));
 }

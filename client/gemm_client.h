@@ -8,7 +8,9 @@
 //
 // Thread-safety: GemmClient and JobStream are thread-safe. The caller's
 // buffers (args.a, args.b, args.c and c_out) must stay valid until the job's
-// callback has run (or its synchronous call returned).
+// callback has run (or its synchronous call returned). Destroying a
+// GemmClient waits until every call it started has ended, so destroy (or
+// Finish()) its JobStreams first.
 //
 //   ASSIGN_OR_RETURN(auto client, GemmClient::Create({.target = "host:50051"}));
 //   GemmArgs args{.m = 512, .n = 512, .k = 512, .a = a.data(), .b = b.data()};
@@ -24,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/gemm.grpc.pb.h"
@@ -57,6 +60,27 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 
 // Many jobs pipelined on one GemmStream call. Create with
 // GemmClient::OpenStream().
+// Counts a client's calls that are still running. Thread-safe.
+class CallTracker {
+ public:
+  // Held by each call from start to its very last step.
+  class Token {
+   public:
+    explicit Token(std::shared_ptr<CallTracker> tracker);
+    ~Token();
+    Token(const Token&) = delete;
+    Token& operator=(const Token&) = delete;
+
+   private:
+    std::shared_ptr<CallTracker> tracker_;
+  };
+  void WaitForIdle();
+
+ private:
+  absl::Mutex mu_;
+  int calls_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 class JobStream {
  public:
   class Reactor;
@@ -96,6 +120,7 @@ class GemmClient {
 
   static absl::StatusOr<std::unique_ptr<GemmClient>> Create(
       const Options& options);
+  ~GemmClient();  // waits for calls still running
 
   absl::StatusOr<v1::InfoResponse> Info();
 
@@ -118,6 +143,9 @@ class GemmClient {
   const Options options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::GemmService::Stub> stub_;
+  // Lets the destructor wait for calls still running, so that the channel
+  // (and gRPC itself) is never released from one of gRPC's own threads.
+  std::shared_ptr<CallTracker> tracker_ = std::make_shared<CallTracker>();
 };
 
 // Checks a job's arguments before anything is sent.

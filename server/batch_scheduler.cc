@@ -69,14 +69,12 @@ absl::Status BatchScheduler::Submit(std::shared_ptr<GemmJob> job) {
 void BatchScheduler::StopAccepting() {
   absl::MutexLock lock(&mu_);
   accepting_ = false;
+  // Run what is queued now, without waiting for batches to fill.
+  stopping_ = true;
 }
 
 void BatchScheduler::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    accepting_ = false;
-    stopping_ = true;
-  }
+  StopAccepting();
   for (std::thread& worker : workers_) {
     if (worker.joinable()) worker.join();
   }

@@ -67,7 +67,8 @@ class BatchScheduler {
   // and the caller still owns its completion.
   absl::Status Submit(std::shared_ptr<GemmJob> job);
 
-  // Refuses new jobs from now on; jobs already accepted still run.
+  // Refuses new jobs from now on; jobs already accepted still run, at once,
+  // without waiting for their batches to fill. Does not block.
   void StopAccepting();
   // StopAccepting(), then waits until every accepted job has finished.
   void Stop();

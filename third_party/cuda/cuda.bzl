@@ -39,7 +39,11 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], visibility = None
         obj = "_objs_cuda/%s/%s.pic.o" % (name, src[:-3])
         native.genrule(
             name = "%s_%s_nvcc" % (name, src[:-3].replace("/", "_")),
-            srcs = [src] + hdrs + native.glob(["*.h", "*.cuh"]) + ["@local_cuda//:cuda_headers"],
+            srcs = [src] + hdrs + [
+                h
+                for h in native.glob(["*.h", "*.cuh"])
+                if h not in hdrs and h != src
+            ] + ["@local_cuda//:cuda_headers"],
             outs = [obj],
             cmd = " ".join([
                 NVCC,
@@ -59,6 +63,10 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], visibility = None
             message = "nvcc %s" % src,
         )
         objs.append(obj)
+    # nvcc's objects call into the static CUDA runtime, so they must be
+    # linked statically into each binary and test, never into a shared
+    # library of their own.
+    kwargs.setdefault("linkstatic", True)
     native.cc_library(
         name = name,
         srcs = objs + cc_srcs,

@@ -1,0 +1,446 @@
+// End-to-end tests: a real gemm-server process on a loopback port, driven
+// through libgemm_client and the raw gRPC stub. Every result is compared
+// with a float64 reference (relative Frobenius error <= 1e-5).
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "client/gemm_client.h"
+#include "client/reference_gemm.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/gemm.grpc.pb.h"
+#include "tests/server_process.h"
+
+namespace gemm {
+namespace {
+
+using client::GemmArgs;
+using client::GemmClient;
+using testing::ServerProcess;
+
+constexpr double kTolerance = 1e-5;
+
+// One job's inputs, its float64 answer and a poisoned output buffer.
+struct TestJob {
+  GemmArgs args;
+  std::vector<float> a, b, c, out;
+  std::vector<double> want;
+
+  TestJob(uint32_t m, uint32_t n, uint32_t k, bool ta = false, bool tb = false,
+          float alpha = 1.0f, float beta = 0.0f, uint64_t seed = 1) {
+    a.resize(uint64_t{m} * k);
+    b.resize(uint64_t{k} * n);
+    client::FillRandom(a.data(), a.size(), seed);
+    client::FillRandom(b.data(), b.size(), seed + 100);
+    if (beta != 0.0f) {
+      c.resize(uint64_t{m} * n);
+      client::FillRandom(c.data(), c.size(), seed + 200);
+    }
+    args = GemmArgs{.m = m, .n = n, .k = k, .trans_a = ta, .trans_b = tb,
+                    .alpha = alpha, .beta = beta, .a = a.data(),
+                    .b = b.data(), .c = c.empty() ? nullptr : c.data()};
+    want = client::ReferenceGemm({m, n, k, ta, tb, alpha, beta}, a.data(),
+                                 b.data(), args.c);
+    out.assign(uint64_t{m} * n, std::numeric_limits<float>::quiet_NaN());
+  }
+  double Error() const { return client::RelativeFrobeniusError(out.data(), want); }
+};
+
+std::unique_ptr<GemmClient> Connect(const ServerProcess& server,
+                                    uint64_t max_unary_bytes = 3 << 20) {
+  GemmClient::Options options;
+  options.target = server.address();
+  options.max_unary_bytes = max_unary_bytes;
+  auto client = GemmClient::Create(options);
+  EXPECT_TRUE(client.ok());
+  return std::move(*client);
+}
+
+class IntegrationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new ServerProcess({"--testing-fail-kernel", "broken"});
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  static void TearDownTestSuite() {
+    EXPECT_EQ(server_->Stop(SIGTERM), 0);
+    delete server_;
+  }
+  static ServerProcess* server_;
+};
+ServerProcess* IntegrationTest::server_ = nullptr;
+
+TEST_F(IntegrationTest, InfoDescribesTheCpuBackend) {
+  auto client = Connect(*server_);
+  auto info = client->Info();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->backend(), "cpu");
+  EXPECT_FALSE(info->version().empty());
+  ASSERT_GE(info->devices_size(), 1);
+  EXPECT_EQ(info->devices(0).id(), "cpu");
+  EXPECT_EQ(info->kernels(0), "cpu");
+  EXPECT_EQ(info->limits().max_dim(), 65536u);
+  EXPECT_EQ(info->batching().max_batch_size(), 16u);
+}
+
+struct ShapeCase {
+  uint32_t m, n, k;
+  bool ta, tb;
+  float alpha, beta;
+};
+
+class OddShapes : public IntegrationTest,
+                  public ::testing::WithParamInterface<ShapeCase> {};
+
+TEST_P(OddShapes, UnaryAndStreamMatchTheReference) {
+  const ShapeCase p = GetParam();
+  for (uint64_t max_unary : {uint64_t{1} << 40, uint64_t{0}}) {
+    SCOPED_TRACE(max_unary == 0 ? "stream" : "unary");
+    auto client = Connect(*server_, max_unary);
+    TestJob job(p.m, p.n, p.k, p.ta, p.tb, p.alpha, p.beta, p.m + p.n);
+    auto timing = client->Gemm(job.args, job.out.data());
+    ASSERT_TRUE(timing.ok()) << timing.status();
+    EXPECT_LE(job.Error(), kTolerance);
+    EXPECT_EQ(timing->kernel(), "cpu");
+    EXPECT_EQ(timing->device(), "cpu");
+    EXPECT_GE(timing->server_ms(), timing->compute_ms());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, OddShapes,
+    ::testing::Values(ShapeCase{1, 1, 1, false, false, 1, 0},
+                      ShapeCase{1000, 999, 777, false, false, 1, 0},
+                      ShapeCase{67, 45, 33, true, false, 1.5f, 0.25f},
+                      ShapeCase{67, 45, 33, false, true, -1, 2},
+                      ShapeCase{67, 45, 33, true, true, 0.5f, -1},
+                      ShapeCase{13, 300, 1, false, false, 1, 1},
+                      ShapeCase{9, 7, 0, false, false, 1, 3}));
+
+TEST_F(IntegrationTest, JobsOver4MiBGoInChunks) {
+  // 1100x1000x900: 4.0 MB of A alone, 12.4 MB in all, in 256 KiB chunks.
+  GemmClient::Options options;
+  options.target = server_->address();
+  options.chunk_bytes = 256 << 10;
+  auto client = GemmClient::Create(options);
+  ASSERT_TRUE(client.ok());
+  TestJob job(1100, 1000, 900, false, true, 1.0f, 0.5f, 3);
+  auto timing = (*client)->Gemm(job.args, job.out.data());
+  ASSERT_TRUE(timing.ok()) << timing.status();
+  EXPECT_LE(job.Error(), kTolerance);
+}
+
+TEST_F(IntegrationTest, AStreamPipelinesManyJobsAndTheyAllArrive) {
+  auto client = Connect(*server_);
+  std::vector<std::unique_ptr<TestJob>> jobs;
+  for (int i = 0; i < 24; ++i) {
+    jobs.push_back(std::make_unique<TestJob>(
+        (i % 3 == 0) ? 64 : 33 + i, 40 + i, 17 + 2 * i, i % 2 == 1, i % 4 == 1,
+        1.0f, (i % 5 == 0) ? 0.5f : 0.0f, 1000 + i));
+  }
+  std::atomic<int> ok{0};
+  std::vector<absl::Status> statuses(jobs.size());
+  auto stream = client->OpenStream();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    stream->Submit(jobs[i]->args, jobs[i]->out.data(),
+                   [&, i](absl::StatusOr<v1::Timing> t) {
+                     statuses[i] = t.status();
+                     if (t.ok()) ++ok;
+                   });
+  }
+  ASSERT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(ok, 24);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i];
+    EXPECT_LE(jobs[i]->Error(), kTolerance) << "job " << i;
+  }
+}
+
+// --- Status codes -------------------------------------------------------
+
+v1::GemmRequest RawRequest(uint32_t m, uint32_t n, uint32_t k) {
+  v1::GemmRequest request;
+  request.mutable_params()->set_m(m);
+  request.mutable_params()->set_n(n);
+  request.mutable_params()->set_k(k);
+  request.mutable_params()->set_alpha(1);
+  std::vector<float> a(uint64_t{m} * k, 0.5f), b(uint64_t{k} * n, 0.25f);
+  request.set_a(a.data(), 4 * a.size());
+  request.set_b(b.data(), 4 * b.size());
+  return request;
+}
+
+grpc::Status CallRaw(const ServerProcess& server,
+                     const v1::GemmRequest& request,
+                     v1::GemmResponse* response = nullptr) {
+  auto stub = v1::GemmService::NewStub(grpc::CreateChannel(
+      server.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  v1::GemmResponse ignored;
+  return stub->Gemm(&context, request, response ? response : &ignored);
+}
+
+void ExpectStatus(const grpc::Status& s, grpc::StatusCode code,
+                  const std::string& fragment) {
+  EXPECT_EQ(s.error_code(), code) << s.error_message();
+  EXPECT_NE(s.error_message().find(fragment), std::string::npos)
+      << "'" << s.error_message() << "' should mention '" << fragment << "'";
+}
+
+TEST_F(IntegrationTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
+  v1::GemmRequest request = RawRequest(4, 5, 6);
+  request.mutable_a()->resize(4 * 4 * 6 - 4);
+  ExpectStatus(CallRaw(*server_, request), grpc::INVALID_ARGUMENT,
+               "a: expected 96 bytes");
+  request = RawRequest(4, 5, 6);
+  request.mutable_params()->set_beta(1);
+  ExpectStatus(CallRaw(*server_, request), grpc::INVALID_ARGUMENT, "c: missing");
+  request = RawRequest(4, 5, 6);
+  request.mutable_params()->set_m(0);
+  ExpectStatus(CallRaw(*server_, request), grpc::INVALID_ARGUMENT, "params.m");
+  request = RawRequest(4, 5, 6);
+  request.mutable_params()->set_kernel("v99");
+  ExpectStatus(CallRaw(*server_, request), grpc::INVALID_ARGUMENT,
+               "params.kernel");
+  request.clear_params();
+  ExpectStatus(CallRaw(*server_, request), grpc::INVALID_ARGUMENT,
+               "params: missing");
+  // And the server still serves.
+  v1::GemmResponse response;
+  ASSERT_TRUE(CallRaw(*server_, RawRequest(4, 5, 6), &response).ok());
+  ASSERT_EQ(response.c().size(), 4u * 4 * 5);
+  float c0;
+  std::memcpy(&c0, response.c().data(), 4);
+  EXPECT_FLOAT_EQ(c0, 6 * 0.5f * 0.25f);
+}
+
+TEST_F(IntegrationTest, BadStreamPartsFailOnlyTheirJob) {
+  auto stub = v1::GemmService::NewStub(grpc::CreateChannel(
+      server_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->GemmStream(&context);
+  std::vector<float> a(6, 1.0f), b(6, 2.0f);
+  v1::StreamRequest req;
+  // Job 1: a chunk at the wrong offset.
+  req.set_job_id(1);
+  req.mutable_params()->set_m(2);
+  req.mutable_params()->set_n(2);
+  req.mutable_params()->set_k(3);
+  req.mutable_params()->set_alpha(1);
+  req.set_operand(v1::OPERAND_A);
+  req.set_offset(8);
+  req.set_data(a.data(), 24);
+  ASSERT_TRUE(stream->Write(req));
+  // Job 1's later parts are ignored; its end comes once.
+  req.Clear();
+  req.set_job_id(1);
+  req.set_end_of_job(true);
+  ASSERT_TRUE(stream->Write(req));
+  // Job 2: data for a job never started.
+  req.Clear();
+  req.set_job_id(2);
+  req.set_operand(v1::OPERAND_B);
+  req.set_data(b.data(), 24);
+  req.set_end_of_job(true);
+  ASSERT_TRUE(stream->Write(req));
+  // Job 3: too few bytes of B at the end.
+  req.Clear();
+  req.set_job_id(3);
+  *req.mutable_params() = RawRequest(2, 2, 3).params();
+  req.set_operand(v1::OPERAND_A);
+  req.set_data(a.data(), 24);
+  ASSERT_TRUE(stream->Write(req));
+  req.Clear();
+  req.set_job_id(3);
+  req.set_operand(v1::OPERAND_B);
+  req.set_data(b.data(), 20);
+  req.set_end_of_job(true);
+  ASSERT_TRUE(stream->Write(req));
+  // Job 4: valid, in one message.
+  req.Clear();
+  req.set_job_id(4);
+  *req.mutable_params() = RawRequest(2, 2, 3).params();
+  req.set_operand(v1::OPERAND_A);
+  req.set_data(a.data(), 24);
+  ASSERT_TRUE(stream->Write(req));
+  req.Clear();
+  req.set_job_id(4);
+  req.set_operand(v1::OPERAND_B);
+  req.set_data(b.data(), 24);
+  req.set_end_of_job(true);
+  ASSERT_TRUE(stream->Write(req));
+  stream->WritesDone();
+
+  std::map<uint64_t, v1::JobEnd> ends;
+  std::string job4_c;
+  v1::StreamResponse resp;
+  while (stream->Read(&resp)) {
+    if (resp.has_end()) {
+      EXPECT_EQ(ends.count(resp.job_id()), 0u) << "one end per job";
+      ends[resp.job_id()] = resp.end();
+    } else if (resp.job_id() == 4) {
+      job4_c += resp.chunk().data();
+    }
+  }
+  ASSERT_TRUE(stream->Finish().ok());
+  ASSERT_EQ(ends.size(), 4u);
+  EXPECT_EQ(ends[1].code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(ends[1].message().find("offset"), std::string::npos);
+  EXPECT_EQ(ends[2].code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(ends[2].message().find("params"), std::string::npos);
+  EXPECT_EQ(ends[3].code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(ends[3].message().find("b: expected 24 bytes"), std::string::npos)
+      << ends[3].message();
+  EXPECT_EQ(ends[4].code(), 0) << ends[4].message();
+  ASSERT_EQ(job4_c.size(), 16u);
+  float c[4];
+  std::memcpy(c, job4_c.data(), 16);
+  for (float v : c) EXPECT_FLOAT_EQ(v, 6.0f);
+}
+
+TEST_F(IntegrationTest, DeviceFailureIsInternalAndTheServerGoesOn) {
+  auto client = Connect(*server_);
+  TestJob bad(8, 8, 8);
+  bad.args.kernel = "broken";
+  auto timing = client->Gemm(bad.args, bad.out.data());
+  EXPECT_EQ(timing.status().code(), absl::StatusCode::kInternal);
+  TestJob good(8, 8, 8);
+  ASSERT_TRUE(client->Gemm(good.args, good.out.data()).ok());
+  EXPECT_LE(good.Error(), kTolerance);
+}
+
+TEST_F(IntegrationTest, JobTimeoutWhileQueuedIsDeadlineExceeded) {
+  // The second job waits behind the first, longer than its 1 ms budget.
+  auto client = Connect(*server_);
+  TestJob slow(1200, 1200, 1200, false, false, 1, 0, 5);
+  TestJob hurried(16, 16, 16);
+  hurried.args.timeout_ms = 1;
+  auto stream = client->OpenStream();
+  absl::Status slow_status, hurried_status;
+  stream->Submit(slow.args, slow.out.data(),
+                 [&](absl::StatusOr<v1::Timing> t) { slow_status = t.status(); });
+  stream->Submit(hurried.args, hurried.out.data(),
+                 [&](absl::StatusOr<v1::Timing> t) {
+                   hurried_status = t.status();
+                 });
+  ASSERT_TRUE(stream->Finish().ok());
+  EXPECT_TRUE(slow_status.ok()) << slow_status;
+  EXPECT_EQ(hurried_status.code(), absl::StatusCode::kDeadlineExceeded)
+      << hurried_status;
+}
+
+TEST_F(IntegrationTest, CallDeadlineIsDeadlineExceeded) {
+  GemmClient::Options options;
+  options.target = server_->address();
+  options.timeout = absl::Milliseconds(1);
+  auto client = GemmClient::Create(options);
+  ASSERT_TRUE(client.ok());
+  TestJob job(1000, 1000, 1000);
+  EXPECT_EQ((*client)->Gemm(job.args, job.out.data()).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  // The server keeps serving.
+  TestJob small(3, 3, 3);
+  ASSERT_TRUE(Connect(*server_)->Gemm(small.args, small.out.data()).ok());
+}
+
+TEST(LimitsTest, OversizedJobsAreResourceExhausted) {
+  ServerProcess server({"--max-job-bytes", "100000", "--max-dim", "5000"});
+  ASSERT_TRUE(server.Start().ok());
+  ExpectStatus(CallRaw(server, RawRequest(100, 100, 100)),
+               grpc::RESOURCE_EXHAUSTED, "max_job_bytes");
+  ExpectStatus(CallRaw(server, RawRequest(1, 1, 6000)),
+               grpc::RESOURCE_EXHAUSTED, "max_dim");
+  EXPECT_TRUE(CallRaw(server, RawRequest(50, 50, 50)).ok());
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+TEST(LimitsTest, FullQueueIsUnavailableAndAcceptedJobsAllFinish) {
+  // One slow job keeps the single worker busy; of the small jobs behind it,
+  // one fits the queue and the rest are turned away.
+  ServerProcess server({"--max-queued-jobs", "1", "--threads", "1"});
+  ASSERT_TRUE(server.Start().ok());
+  auto client = Connect(server);
+  std::vector<std::unique_ptr<TestJob>> jobs;
+  jobs.push_back(std::make_unique<TestJob>(1000, 1000, 1000, false, false, 1, 0, 1));
+  for (int i = 0; i < 6; ++i) {
+    jobs.push_back(std::make_unique<TestJob>(8, 8, 8, false, false, 1, 0, 2 + i));
+  }
+  std::vector<absl::Status> statuses(jobs.size());
+  auto stream = client->OpenStream();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    stream->Submit(jobs[i]->args, jobs[i]->out.data(),
+                   [&, i](absl::StatusOr<v1::Timing> t) { statuses[i] = t.status(); });
+  }
+  ASSERT_TRUE(stream->Finish().ok());
+  int ok = 0, unavailable = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (statuses[i].ok()) {
+      ++ok;
+      EXPECT_LE(jobs[i]->Error(), kTolerance);
+    } else {
+      EXPECT_EQ(statuses[i].code(), absl::StatusCode::kUnavailable) << statuses[i];
+      EXPECT_NE(statuses[i].message().find("queue full"), std::string::npos);
+      ++unavailable;
+    }
+  }
+  EXPECT_TRUE(statuses[0].ok()) << "the slow job was accepted first";
+  EXPECT_GE(ok, 2);
+  EXPECT_GE(unavailable, 1);
+  EXPECT_EQ(ok + unavailable, static_cast<int>(jobs.size()));
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+TEST(ShutdownTest, SigtermFinishesJobsInFlightThenExitsZero) {
+  // A long batching delay holds accepted jobs in the queue, so they are
+  // surely in flight when the signal comes; shutdown must still run them.
+  ServerProcess server({"--max-queue-delay-us", "20000000", "--max-batch-size",
+                        "64"});
+  ASSERT_TRUE(server.Start().ok());
+  auto client = Connect(server, uint64_t{1} << 40);  // all unary
+  std::vector<std::unique_ptr<TestJob>> jobs;
+  for (int i = 0; i < 6; ++i) {
+    jobs.push_back(std::make_unique<TestJob>(120, 130, 140, false, false, 1, 0, 10 + i));
+  }
+  absl::Mutex mu;
+  std::vector<absl::Status> statuses(jobs.size());
+  int done = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    client->GemmAsync(jobs[i]->args, jobs[i]->out.data(),
+                      [&, i](absl::StatusOr<v1::Timing> t) {
+                        absl::MutexLock lock(&mu);
+                        statuses[i] = t.status();
+                        ++done;
+                      });
+  }
+  // Give the jobs time to arrive; none can finish before the 20 s delay.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_EQ(done, 0) << "jobs finished before the signal";
+  }
+  server.Signal(SIGTERM);
+  EXPECT_EQ(server.Wait(15), 0) << "exits 0 long before the 20 s delay";
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(
+        +[](int* d) { return *d == 6; }, &done));
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_TRUE(statuses[i].ok()) << "job " << i << ": " << statuses[i];
+    EXPECT_LE(jobs[i]->Error(), kTolerance) << "job " << i;
+  }
+  // Nothing listens any more.
+  TestJob late(2, 2, 2);
+  EXPECT_EQ(client->Gemm(late.args, late.out.data()).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace gemm

@@ -1,0 +1,52 @@
+// ServerProcess: starts the real gemm-server binary on a free loopback port
+// for a test, and stops it with a signal.
+//
+// Thread-safety: not thread-safe; one test thread owns it.
+//
+//   ServerProcess server({"--max-queued-jobs", "4"});
+//   ASSERT_TRUE(server.Start().ok());
+//   auto client = GemmClient::Create({.target = server.address()});
+//   int exit_code = server.Stop(SIGTERM);
+#ifndef GEMM_TESTS_SERVER_PROCESS_H_
+#define GEMM_TESTS_SERVER_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace gemm::testing {
+
+class ServerProcess {
+ public:
+  explicit ServerProcess(std::vector<std::string> extra_flags = {});
+  ~ServerProcess();  // SIGKILLs a server still running.
+
+  // Starts the server and waits (up to 20 s) until it listens.
+  absl::Status Start();
+  // "127.0.0.1:PORT".
+  std::string address() const;
+  pid_t pid() const { return pid_; }
+  // Sends `signal` without waiting.
+  void Signal(int signal);
+  // Sends `signal` and waits for the exit; returns the exit code, or
+  // 128 + signal number when the server died of a signal.
+  int Stop(int signal);
+  // Waits for the exit (up to `timeout_s`); -1 if it did not exit.
+  int Wait(double timeout_s);
+
+ private:
+  std::vector<std::string> flags_;
+  std::string port_file_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+// Path of a file in the test's runfiles, e.g. "server/gemm-server".
+std::string RunfilePath(const std::string& relative);
+
+}  // namespace gemm::testing
+
+#endif  // GEMM_TESTS_SERVER_PROCESS_H_
