@@ -1,0 +1,433 @@
+// gemm-bench: the chapter's "Record what you get" table. For each shape it
+// checks every selected kernel against a float64 GPU reference, then times it
+// (CUDA events around each launch, median after warm-up) and reports time,
+// TFLOP/s and % of cuBLAS; --json writes everything for bench/bench_table.py.
+//
+//   gemm-bench --shapes 1024,2048,4096,8192,1000x999x777 --kernels all --json
+//   out.json
+//
+// A shape is N (square) or MxNxK. Operands are random in [-1,-0.1]U[0.1,1],
+// row-major, not transposed, tightly packed. v0 is skipped above
+// --v0-max-dim (it takes seconds per run at 8192); every kernel's timed
+// repeats are capped so that one kernel spends at most --max-seconds.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "kernels/cublas_sgemm.h"
+#include "kernels/sgemm.h"
+#include "kernels/sgemm_launchers.h"
+
+namespace gemm::kernels {
+namespace {
+
+struct BenchOptions {
+  std::vector<std::string> shapes = {"1024", "2048", "4096", "8192",
+                                     "1000x999x777"};
+  std::string kernels = "all";  // comma-separated registry names, or "all"
+  int repeats = 20;  // timed launches per kernel and shape (before the cap)
+  int warmup = 3;    // untimed launches first
+  double max_seconds = 3.0;  // cap on one kernel's timed launches per shape
+  int v0_max_dim = 4096;     // v0 runs only where m, n and k are all <= this
+  float alpha = 1.f, beta = 0.f;
+  bool check = true;  // compare with the float64 reference before timing
+  std::string json;   // output path; empty: no JSON
+  int device = 0;
+};
+
+struct Shape {
+  int m, n, k;
+};
+
+absl::StatusOr<Shape> ParseShape(const std::string& text) {
+  std::vector<std::string> parts = absl::StrSplit(text, 'x');
+  int v[3];
+  if (parts.size() == 1) parts = {parts[0], parts[0], parts[0]};
+  if (parts.size() != 3)
+    return absl::InvalidArgumentError("shape must be N or MxNxK: " + text);
+  for (int i = 0; i < 3; ++i) {
+    if (!absl::SimpleAtoi(parts[i], &v[i]) || v[i] < 1) {
+      return absl::InvalidArgumentError("bad shape: " + text);
+    }
+  }
+  return Shape{v[0], v[1], v[2]};
+}
+
+// Allowed relative Frobenius error: float32 accumulation error grows about
+// like sqrt(K); 1e-5 holds up to K ~ 1000 (the unit tests' bound).
+double Tolerance(int k) { return 1e-5 * std::max(1.0, std::sqrt(k / 1024.0)); }
+
+struct Result {
+  Shape shape;
+  std::string kernel;
+  std::string description;
+  std::string status;  // "ok", "skipped", "incorrect", "error"
+  std::string detail;
+  double rel_error = NAN;
+  double median_ms = NAN, min_ms = NAN, mean_ms = NAN;
+  int repeats = 0;
+  double tflops = NAN;
+  double pct_of_cublas = NAN;
+};
+
+#define BENCH_CHECK_CUDA(expr)                                         \
+  do {                                                                 \
+    const cudaError_t bench_err = (expr);                              \
+    if (bench_err != cudaSuccess) return CudaStatus(bench_err, #expr); \
+  } while (0)
+
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() { cudaFree(ptr_); }
+  cudaError_t Allocate(size_t count) {
+    return cudaMalloc(reinterpret_cast<void**>(&ptr_), count * sizeof(T));
+  }
+  T* get() const { return ptr_; }
+
+ private:
+  T* ptr_ = nullptr;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+// Checks and times every kernel on one shape; appends one Result per kernel.
+absl::Status BenchShape(const BenchOptions& options, const Shape& shape,
+                        const std::vector<const SgemmKernel*>& kernels,
+                        cudaStream_t stream, std::vector<Result>* results) {
+  const size_t a_size = static_cast<size_t>(shape.m) * shape.k;
+  const size_t b_size = static_cast<size_t>(shape.k) * shape.n;
+  const size_t c_size = static_cast<size_t>(shape.m) * shape.n;
+  DeviceArray<float> a, b, c, c_initial;
+  DeviceArray<double> ref, sums;
+  BENCH_CHECK_CUDA(a.Allocate(a_size));
+  BENCH_CHECK_CUDA(b.Allocate(b_size));
+  BENCH_CHECK_CUDA(c.Allocate(c_size));
+  BENCH_CHECK_CUDA(c_initial.Allocate(c_size));
+  BENCH_CHECK_CUDA(sums.Allocate(2));
+  BENCH_CHECK_CUDA(LaunchFillRandom(a.get(), a_size, 1, stream));
+  BENCH_CHECK_CUDA(LaunchFillRandom(b.get(), b_size, 2, stream));
+  BENCH_CHECK_CUDA(LaunchFillRandom(c_initial.get(), c_size, 3, stream));
+
+  SgemmArgs args;
+  args.m = shape.m;
+  args.n = shape.n;
+  args.k = shape.k;
+  args.alpha = options.alpha;
+  args.beta = options.beta;
+  args.a = a.get();
+  args.lda = shape.k;
+  args.b = b.get();
+  args.ldb = shape.n;
+  args.c = c.get();
+  args.ldc = shape.n;
+  if (options.check) {
+    BENCH_CHECK_CUDA(ref.Allocate(c_size));
+    SgemmArgs ref_args = args;
+    ref_args.c = c_initial.get();
+    BENCH_CHECK_CUDA(LaunchReferenceGemmF64(ref_args, ref.get(), stream));
+  }
+
+  cudaEvent_t start, stop;
+  BENCH_CHECK_CUDA(cudaEventCreate(&start));
+  BENCH_CHECK_CUDA(cudaEventCreate(&stop));
+  const double flops = 2.0 * shape.m * shape.n * shape.k;
+  for (const SgemmKernel* kernel : kernels) {
+    Result r;
+    r.shape = shape;
+    r.kernel = std::string(kernel->name());
+    r.description = std::string(kernel->description());
+    if (r.kernel == "v0" &&
+        std::max({shape.m, shape.n, shape.k}) > options.v0_max_dim) {
+      r.status = "skipped";
+      r.detail = absl::StrCat("v0 above --v0-max-dim=", options.v0_max_dim);
+      results->push_back(r);
+      continue;
+    }
+    if (options.check) {
+      // C starts from the same data as the reference saw; poisoned with NaN
+      // when beta == 0.
+      BENCH_CHECK_CUDA(cudaMemcpyAsync(c.get(), c_initial.get(),
+                                       c_size * sizeof(float),
+                                       cudaMemcpyDeviceToDevice, stream));
+      if (options.beta == 0.f) {
+        BENCH_CHECK_CUDA(cudaMemsetAsync(c.get(), 0xff, c_size * sizeof(float),
+                                         stream));  // NaN
+      }
+    }
+    if (absl::Status status = kernel->Launch(args, stream); !status.ok()) {
+      r.status = "error";
+      r.detail = status.ToString();
+      results->push_back(r);
+      continue;
+    }
+    if (options.check) {
+      BENCH_CHECK_CUDA(
+          cudaMemsetAsync(sums.get(), 0, 2 * sizeof(double), stream));
+      BENCH_CHECK_CUDA(LaunchErrorSums(args, ref.get(), sums.get(), stream));
+      double host_sums[2];
+      BENCH_CHECK_CUDA(cudaMemcpyAsync(host_sums, sums.get(), sizeof(host_sums),
+                                       cudaMemcpyDeviceToHost, stream));
+      BENCH_CHECK_CUDA(cudaStreamSynchronize(stream));
+      r.rel_error = std::sqrt(host_sums[0] / host_sums[1]);
+      if (!(r.rel_error <= Tolerance(shape.k))) {
+        r.status = "incorrect";
+        r.detail = absl::StrFormat("relative error %.3g > %.3g", r.rel_error,
+                                   Tolerance(shape.k));
+      }
+    }
+    // Warm-up, then a first timed launch to size the repeats.
+    for (int i = 0; i < options.warmup; ++i) {
+      if (absl::Status status = kernel->Launch(args, stream); !status.ok())
+        return status;
+    }
+    std::vector<double> times;
+    int repeats = options.repeats;
+    for (int i = 0; i < repeats; ++i) {
+      BENCH_CHECK_CUDA(cudaEventRecord(start, stream));
+      if (absl::Status status = kernel->Launch(args, stream); !status.ok())
+        return status;
+      BENCH_CHECK_CUDA(cudaEventRecord(stop, stream));
+      BENCH_CHECK_CUDA(cudaEventSynchronize(stop));
+      float ms = 0.f;
+      BENCH_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      times.push_back(ms);
+      if (i == 0) {
+        const int affordable =
+            static_cast<int>(options.max_seconds * 1e3 / std::max(ms, 1e-3f));
+        repeats = std::clamp(affordable, 1, options.repeats);
+      }
+    }
+    r.repeats = static_cast<int>(times.size());
+    r.median_ms = Median(times);
+    r.min_ms = *std::min_element(times.begin(), times.end());
+    double total = 0;
+    for (double t : times) total += t;
+    r.mean_ms = total / times.size();
+    r.tflops = flops / (r.median_ms * 1e-3) / 1e12;
+    if (r.status.empty()) r.status = "ok";
+    results->push_back(r);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+
+  // % of cuBLAS, where cuBLAS ran on this shape.
+  const auto cublas =
+      std::find_if(results->begin(), results->end(), [&](const Result& r) {
+        return r.kernel == "cublas" && r.shape.m == shape.m &&
+               r.shape.n == shape.n && r.shape.k == shape.k && r.status == "ok";
+      });
+  if (cublas != results->end()) {
+    for (Result& r : *results) {
+      if (r.shape.m == shape.m && r.shape.n == shape.n &&
+          r.shape.k == shape.k) {
+        r.pct_of_cublas = 100.0 * cublas->median_ms / r.median_ms;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (static_cast<unsigned char>(ch) < 0x20) {
+      out += absl::StrFormat("\\u%04x", ch);
+      continue;
+    }
+    out += ch;
+  }
+  return out + "\"";
+}
+
+std::string JsonNumber(double v) {
+  return std::isfinite(v) ? absl::StrFormat("%.6g", v) : "null";
+}
+
+std::string ShapeName(const Shape& s) {
+  return absl::StrCat(s.m, "x", s.n, "x", s.k);
+}
+
+int Run(int argc, char** argv) {
+  BenchOptions options;
+  CLI::App app{
+      "gemm-bench: the chapter's SGEMM table (time, TFLOP/s, % of cuBLAS)"};
+  app.add_option("--shapes", options.shapes, "N or MxNxK, comma-separated")
+      ->delimiter(',');
+  app.add_option("--kernels", options.kernels,
+                 "comma-separated kernel names, or 'all'");
+  app.add_option("--repeats", options.repeats,
+                 "timed launches per kernel and shape")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--warmup", options.warmup, "untimed launches first")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-seconds", options.max_seconds,
+                 "cap on one kernel's timed launches per shape");
+  app.add_option("--v0-max-dim", options.v0_max_dim,
+                 "skip v0 where m, n or k exceeds this");
+  app.add_option("--alpha", options.alpha, "alpha");
+  app.add_option("--beta", options.beta, "beta");
+  app.add_flag("!--no-check", options.check,
+               "skip the float64 reference check");
+  app.add_option("--json", options.json, "write results as JSON to this path");
+  app.add_option("--device", options.device, "CUDA device");
+  CLI11_PARSE(app, argc, argv);
+
+  std::vector<Shape> shapes;
+  for (const std::string& text : options.shapes) {
+    absl::StatusOr<Shape> shape = ParseShape(text);
+    if (!shape.ok()) {
+      std::cerr << shape.status() << "\n";
+      return 2;
+    }
+    shapes.push_back(*shape);
+  }
+  const KernelRegistry& registry = KernelRegistry::Global();
+  std::vector<std::string> names = registry.Names();
+  if (options.kernels != "all") names = absl::StrSplit(options.kernels, ',');
+  std::vector<const SgemmKernel*> kernels;
+  for (const std::string& name : names) {
+    const SgemmKernel* kernel = registry.Find(name);
+    if (kernel == nullptr) {
+      std::cerr << "unknown kernel '" << name
+                << "'; known: " << absl::StrJoin(registry.Names(), ",") << "\n";
+      return 2;
+    }
+    kernels.push_back(kernel);
+  }
+
+  cudaDeviceProp prop;
+  int driver = 0, runtime = 0;
+  if (absl::Status s =
+          CudaStatus(cudaSetDevice(options.device), "cudaSetDevice");
+      !s.ok()) {
+    std::cerr << s << "\n";
+    return 1;
+  }
+  cudaGetDeviceProperties(&prop, options.device);
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  const absl::StatusOr<std::string> cublas_version = CublasVersion();
+  cudaStream_t stream;
+  if (absl::Status s =
+          CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                     "cudaStreamCreate");
+      !s.ok()) {
+    std::cerr << s << "\n";
+    return 1;
+  }
+  std::printf(
+      "device: %s (sm_%d%d, %d SMs), CUDA driver %d, runtime %d, cuBLAS %s\n",
+      prop.name, prop.major, prop.minor, prop.multiProcessorCount, driver,
+      runtime,
+      cublas_version.ok() ? cublas_version->c_str()
+                          : cublas_version.status().ToString().c_str());
+
+  std::vector<Result> results;
+  for (const Shape& shape : shapes) {
+    const size_t first = results.size();
+    if (absl::Status s = BenchShape(options, shape, kernels, stream, &results);
+        !s.ok()) {
+      std::cerr << "shape " << ShapeName(shape) << ": " << s << "\n";
+      return 1;
+    }
+    std::printf("\nM x N x K = %s\n%-8s %10s %9s %10s %10s %8s  %s\n",
+                ShapeName(shape).c_str(), "kernel", "time(ms)", "TFLOP/s",
+                "% cuBLAS", "rel.err", "repeats", "status");
+    for (size_t i = first; i < results.size(); ++i) {
+      const Result& r = results[i];
+      std::printf("%-8s %10.3f %9.2f %10.1f %10.2e %8d  %s %s\n",
+                  r.kernel.c_str(), r.median_ms, r.tflops, r.pct_of_cublas,
+                  r.rel_error, r.repeats, r.status.c_str(), r.detail.c_str());
+    }
+    std::fflush(stdout);
+  }
+
+  bool all_ok = true;
+  for (const Result& r : results)
+    all_ok &= r.status == "ok" || r.status == "skipped";
+  if (!options.json.empty()) {
+    std::string command;
+    for (int i = 0; i < argc; ++i)
+      absl::StrAppend(&command, i ? " " : "", argv[i]);
+    char date[32];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    std::string json = absl::StrCat(
+        "{\n  \"tool\": \"gemm-bench\",\n  \"date\": ", JsonString(date),
+        ",\n  \"command\": ", JsonString(command),
+        ",\n  \"device\": {\"name\": ", JsonString(prop.name),
+        ", \"compute_capability\": ",
+        JsonString(absl::StrCat(prop.major, ".", prop.minor)),
+        ", \"sm_count\": ", prop.multiProcessorCount,
+        ", \"cuda_driver_api\": ", driver, ", \"cuda_runtime\": ", runtime,
+        ", \"cublas\": ",
+        JsonString(cublas_version.ok() ? *cublas_version : "unavailable"),
+        "},\n  \"settings\": {\"alpha\": ", JsonNumber(options.alpha),
+        ", \"beta\": ", JsonNumber(options.beta),
+        ", \"repeats\": ", options.repeats, ", \"warmup\": ", options.warmup,
+        ", \"max_seconds\": ", JsonNumber(options.max_seconds),
+        ", \"v0_max_dim\": ", options.v0_max_dim,
+        ", \"check\": ", options.check ? "true" : "false",
+        ", \"reference\": \"float64 GPU reference kernel, relative Frobenius "
+        "error <= 1e-5*max(1,sqrt(K/1024))\""
+        ", \"timing\": \"CUDA events around each launch, median of repeats "
+        "after warm-up\"},\n"
+        "  \"results\": [\n");
+    for (size_t i = 0; i < results.size(); ++i) {
+      const Result& r = results[i];
+      absl::StrAppend(
+          &json, "    {\"m\": ", r.shape.m, ", \"n\": ", r.shape.n,
+          ", \"k\": ", r.shape.k, ", \"kernel\": ", JsonString(r.kernel),
+          ", \"description\": ", JsonString(r.description),
+          ", \"status\": ", JsonString(r.status),
+          ", \"detail\": ", JsonString(r.detail),
+          ", \"median_ms\": ", JsonNumber(r.median_ms),
+          ", \"min_ms\": ", JsonNumber(r.min_ms),
+          ", \"mean_ms\": ", JsonNumber(r.mean_ms),
+          ", \"repeats\": ", r.repeats, ", \"tflops\": ", JsonNumber(r.tflops),
+          ", \"pct_of_cublas\": ", JsonNumber(r.pct_of_cublas),
+          ", \"rel_error\": ", JsonNumber(r.rel_error), "}",
+          i + 1 < results.size() ? "," : "", "\n");
+    }
+    absl::StrAppend(&json, "  ]\n}\n");
+    std::ofstream out(options.json);
+    out << json;
+    if (!out) {
+      std::cerr << "cannot write " << options.json << "\n";
+      return 1;
+    }
+  }
+  cudaStreamDestroy(stream);
+  return all_ok ? 0 : 3;
+}
+
+}  // namespace
+}  // namespace gemm::kernels
+
+int main(int argc, char** argv) { return gemm::kernels::Run(argc, argv); }

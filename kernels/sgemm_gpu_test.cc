@@ -1,0 +1,459 @@
+// Every registered kernel, single and batched, against a float64 CPU
+// reference: odd shapes, K = 0, all transposes, alpha/beta, NaN-poisoned C
+// with beta = 0, padded and misaligned operands (v5's scalar fallback), more
+// batch members than one grid holds, and launches from several threads.
+// Skips when there is no GPU.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kernels/sgemm.h"
+#include "kernels/sgemm_launchers.h"
+
+namespace gemm::kernels {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// Relative Frobenius error allowed: float32 accumulation over K <= 1000 of
+// values in [-1, 1] lands near 1e-7..1e-6.
+constexpr double kTolerance = 1e-5;
+
+// One test problem: shape, options and how the operands sit in memory.
+struct Problem {
+  int m = 1, n = 1, k = 1;
+  bool trans_a = false, trans_b = false;
+  float alpha = 1.5f, beta = -0.75f;  // beta == 0: C starts as NaN
+  int batch_count = 1;
+  int64_t pad_a = 0, pad_b = 0, pad_c = 0;  // extra elements per stored row
+  int64_t gap = 0;           // extra elements between batch members
+  int64_t offset = 0;        // elements from a 256-byte-aligned allocation
+  bool broadcast_a = false;  // stride_a = 0 (every member uses the same A)
+
+  std::string ToString() const {
+    return absl::StrCat(m, "x", n, "x", k, trans_a ? " At" : "",
+                        trans_b ? " Bt" : "", " alpha=", alpha, " beta=", beta,
+                        " batch=", batch_count, " pads=", pad_a, ",", pad_b,
+                        ",", pad_c, " gap=", gap, " offset=", offset,
+                        broadcast_a ? " broadcast_a" : "");
+  }
+};
+
+// Stored layout of one operand: rows x cols row-major with leading dim ld.
+struct Layout {
+  int64_t rows, cols, ld, stride, total;
+};
+
+Layout MakeLayout(int64_t rows, int64_t cols, int64_t pad, const Problem& p,
+                  bool broadcast) {
+  Layout l;
+  l.rows = rows;
+  l.cols = cols;
+  l.ld = std::max<int64_t>(1, cols + pad);
+  const int64_t member = rows * l.ld;
+  l.stride = broadcast ? 0 : member + p.gap;
+  l.total = p.offset + l.stride * (p.batch_count - 1) + member + 1;
+  return l;
+}
+
+float RandomNonZero(std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(0.1f, 1.f);
+  std::bernoulli_distribution sign(0.5);
+  return sign(rng) ? dist(rng) : -dist(rng);
+}
+
+// This process's random seed: fresh each run, logged so a failure can be
+// replayed.
+uint32_t ProcessSeed() {
+  static const uint32_t seed = [] {
+    const uint32_t s = std::random_device{}();
+    std::fprintf(stderr, "sgemm_gpu_test: operand seed %u\n", s);
+    return s;
+  }();
+  return seed;
+}
+
+// Everything that decides A and B (not alpha, beta or C).
+std::string OperandKey(const Problem& p) {
+  return absl::StrCat(p.m, "x", p.n, "x", p.k, "/", p.trans_a, p.trans_b, "/",
+                      p.batch_count, "/", p.pad_a, ",", p.pad_b, "/", p.gap,
+                      "/", p.offset, "/", p.broadcast_a);
+}
+
+uint32_t OperandSeed(const Problem& p) {
+  return ProcessSeed() ^
+         static_cast<uint32_t>(std::hash<std::string>{}(OperandKey(p)));
+}
+
+// op(A) * op(B) in float64 for every batch member, dense [z][i][j]; cached
+// by OperandKey, since A and B follow from it.
+std::shared_ptr<const std::vector<double>> Product(const Problem& p,
+                                                   const std::vector<float>& a,
+                                                   const Layout& la,
+                                                   const std::vector<float>& b,
+                                                   const Layout& lb) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const std::vector<double>>>
+      cache;
+  const std::string key = OperandKey(p);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  auto product = std::make_shared<std::vector<double>>(
+      static_cast<size_t>(p.batch_count) * p.m * p.n, 0.0);
+  std::vector<double> op_a(static_cast<size_t>(p.m) * p.k),
+      op_b(static_cast<size_t>(p.k) * p.n);
+  for (int z = 0; z < p.batch_count; ++z) {
+    const int64_t base_a = p.offset + z * la.stride,
+                  base_b = p.offset + z * lb.stride;
+    for (int i = 0; i < p.m; ++i)
+      for (int kk = 0; kk < p.k; ++kk)
+        op_a[static_cast<size_t>(i) * p.k + kk] =
+            p.trans_a ? a[base_a + kk * la.ld + i] : a[base_a + i * la.ld + kk];
+    for (int kk = 0; kk < p.k; ++kk)
+      for (int j = 0; j < p.n; ++j)
+        op_b[static_cast<size_t>(kk) * p.n + j] =
+            p.trans_b ? b[base_b + j * lb.ld + kk] : b[base_b + kk * lb.ld + j];
+    double* out = product->data() + static_cast<size_t>(z) * p.m * p.n;
+    for (int i = 0; i < p.m; ++i) {
+      double* row = out + static_cast<size_t>(i) * p.n;
+      for (int kk = 0; kk < p.k; ++kk) {
+        const double av = op_a[static_cast<size_t>(i) * p.k + kk];
+        const double* brow = op_b.data() + static_cast<size_t>(kk) * p.n;
+        for (int j = 0; j < p.n; ++j) row[j] += av * brow[j];
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  return cache.emplace(key, std::move(product)).first->second;
+}
+
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t count) {
+    EXPECT_EQ(
+        cudaMalloc(reinterpret_cast<void**>(&ptr_), count * sizeof(float)),
+        cudaSuccess);
+  }
+  ~DeviceBuffer() { cudaFree(ptr_); }
+  float* get() const { return ptr_; }
+
+ private:
+  float* ptr_ = nullptr;
+};
+
+class SgemmGpuTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess)
+      GTEST_SKIP() << "no GPU: cudaGetDeviceCount: " << cudaGetErrorString(err);
+    if (count == 0) GTEST_SKIP() << "no GPU: cudaGetDeviceCount returned 0";
+    kernel_ = KernelRegistry::Global().Find(GetParam());
+    ASSERT_NE(kernel_, nullptr);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+              cudaSuccess);
+  }
+  void TearDown() override {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  // Runs `p` with fresh random operands and checks every batch member against
+  // the float64 reference; also checks that no element outside C's m x n
+  // members was written.
+  void RunAndCheck(const Problem& p) { RunAndCheck(p, stream_); }
+
+  void RunAndCheck(const Problem& p, cudaStream_t stream) {
+    SCOPED_TRACE(p.ToString());
+    const Layout la = MakeLayout(p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k,
+                                 p.pad_a, p, p.broadcast_a);
+    const Layout lb = MakeLayout(p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n,
+                                 p.pad_b, p, false);
+    const Layout lc = MakeLayout(p.m, p.n, p.pad_c, p, false);
+
+    // A and B depend only on the layout (and this process's seed), so the
+    // float64 product is computed once and shared by every kernel and beta.
+    std::mt19937 rng(OperandSeed(p));
+    std::vector<float> a(la.total), b(lb.total),
+        c(lc.total, kNaN);  // padding stays NaN
+    for (float& v : a) v = RandomNonZero(rng);
+    for (float& v : b) v = RandomNonZero(rng);
+    auto c_at = [&](int z, int64_t i, int64_t j) -> float& {
+      return c[p.offset + z * lc.stride + i * lc.ld + j];
+    };
+    if (p.beta != 0.f) {
+      std::mt19937 c_rng(std::random_device{}());
+      for (int z = 0; z < p.batch_count; ++z)
+        for (int i = 0; i < p.m; ++i)
+          for (int j = 0; j < p.n; ++j) c_at(z, i, j) = RandomNonZero(c_rng);
+    }
+    const std::vector<float> c_before = c;
+
+    DeviceBuffer da(la.total), db(lb.total), dc(lc.total);
+    ASSERT_EQ(cudaMemcpy(da.get(), a.data(), a.size() * sizeof(float),
+                         cudaMemcpyHostToDevice),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(db.get(), b.data(), b.size() * sizeof(float),
+                         cudaMemcpyHostToDevice),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dc.get(), c.data(), c.size() * sizeof(float),
+                         cudaMemcpyHostToDevice),
+              cudaSuccess);
+
+    SgemmArgs args;
+    args.m = p.m;
+    args.n = p.n;
+    args.k = p.k;
+    args.trans_a = p.trans_a;
+    args.trans_b = p.trans_b;
+    args.alpha = p.alpha;
+    args.beta = p.beta;
+    args.a = da.get() + p.offset;
+    args.lda = la.ld;
+    args.b = db.get() + p.offset;
+    args.ldb = lb.ld;
+    args.c = dc.get() + p.offset;
+    args.ldc = lc.ld;
+    args.batch_count = p.batch_count;
+    args.stride_a = la.stride;
+    args.stride_b = lb.stride;
+    args.stride_c = lc.stride;
+    ASSERT_TRUE(kernel_->CanImplement(args).ok())
+        << kernel_->CanImplement(args);
+    const absl::Status status = kernel_->Launch(args, stream);
+    ASSERT_TRUE(status.ok()) << status;
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(c.data(), dc.get(), c.size() * sizeof(float),
+                         cudaMemcpyDeviceToHost),
+              cudaSuccess);
+
+    const std::shared_ptr<const std::vector<double>> product =
+        Product(p, a, la, b, lb);
+    std::vector<bool> in_c(c.size(), false);
+    int64_t unwritten = 0;
+    for (int z = 0; z < p.batch_count; ++z) {
+      double diff2 = 0, ref2 = 0;
+      for (int i = 0; i < p.m; ++i) {
+        for (int j = 0; j < p.n; ++j) {
+          const int64_t idx = p.offset + z * lc.stride + i * lc.ld + j;
+          in_c[idx] = true;
+          double ref =
+              static_cast<double>(p.alpha) *
+              (*product)[(static_cast<int64_t>(z) * p.m + i) * p.n + j];
+          if (p.beta != 0.f) ref += static_cast<double>(p.beta) * c_before[idx];
+          if (!std::isfinite(c[idx])) ++unwritten;
+          diff2 += (c[idx] - ref) * (c[idx] - ref);
+          ref2 += ref * ref;
+        }
+      }
+      if (ref2 == 0) {
+        EXPECT_EQ(diff2, 0) << "batch member " << z;
+      } else {
+        EXPECT_LE(std::sqrt(diff2 / ref2), kTolerance) << "batch member " << z;
+      }
+    }
+    EXPECT_EQ(unwritten, 0)
+        << "elements of C left NaN (unwritten) or non-finite";
+    int64_t touched = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (!in_c[i] && !std::isnan(c[i])) ++touched;
+    }
+    EXPECT_EQ(touched, 0) << "elements outside C's members were written";
+  }
+
+  const SgemmKernel* kernel_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+TEST_P(SgemmGpuTest, OddShapesEveryTransposeAndBeta) {
+  const int shapes[][3] = {{1, 1, 1},      {2, 3, 5},      {7, 11, 13},
+                           {31, 33, 17},   {67, 129, 131}, {130, 127, 9},
+                           {257, 131, 33}, {129, 257, 8}};
+  for (const auto& s : shapes) {
+    for (int t = 0; t < 4; ++t) {
+      for (float beta : {-0.75f, 0.f}) {
+        Problem p;
+        p.m = s[0];
+        p.n = s[1];
+        p.k = s[2];
+        p.trans_a = t & 1;
+        p.trans_b = t & 2;
+        p.alpha = beta == 0.f ? 0.5f : 1.5f;
+        p.beta = beta;
+        RunAndCheck(p);
+      }
+    }
+  }
+}
+
+TEST_P(SgemmGpuTest, KZeroScalesC) {
+  for (float beta : {0.5f, 0.f}) {
+    Problem p;
+    p.m = 5;
+    p.n = 7;
+    p.k = 0;
+    p.beta = beta;
+    RunAndCheck(p);
+  }
+}
+
+TEST_P(SgemmGpuTest, KZeroWithNullOperands) {
+  DeviceBuffer dc(6);
+  std::vector<float> c = {1, 2, 3, 4, 5, 6};
+  ASSERT_EQ(
+      cudaMemcpy(dc.get(), c.data(), 6 * sizeof(float), cudaMemcpyHostToDevice),
+      cudaSuccess);
+  SgemmArgs args;
+  args.m = 2;
+  args.n = 3;
+  args.k = 0;
+  args.beta = 2.f;
+  args.c = dc.get();
+  args.ldc = 3;
+  const absl::Status status = kernel_->Launch(args, stream_);
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  ASSERT_EQ(
+      cudaMemcpy(c.data(), dc.get(), 6 * sizeof(float), cudaMemcpyDeviceToHost),
+      cudaSuccess);
+  EXPECT_EQ(c, (std::vector<float>{2, 4, 6, 8, 10, 12}));
+}
+
+TEST_P(SgemmGpuTest, LargeOddShape) {
+  for (int t : {0, 3}) {
+    for (float beta : {2.f, 0.f}) {
+      Problem p;
+      p.m = 1000;
+      p.n = 999;
+      p.k = 777;
+      p.trans_a = t & 1;
+      p.trans_b = t & 2;
+      p.alpha = 0.5f;
+      p.beta = beta;
+      RunAndCheck(p);
+    }
+  }
+}
+
+TEST_P(SgemmGpuTest, PaddedAndMisalignedOperands) {
+  // Padding by multiples of 4 keeps v5's float4 path; odd padding, odd gaps
+  // and pointers off by one float force its scalar instantiation.
+  const int64_t pads[][4] = {
+      {4, 8, 12, 0}, {1, 2, 3, 0}, {0, 0, 0, 1}, {3, 0, 5, 2}};
+  for (const auto& pad : pads) {
+    for (int t = 0; t < 4; ++t) {
+      Problem p;
+      p.m = 133;
+      p.n = 140;
+      p.k = 67;
+      p.trans_a = t & 1;
+      p.trans_b = t & 2;
+      p.pad_a = pad[0];
+      p.pad_b = pad[1];
+      p.pad_c = pad[2];
+      p.offset = pad[3];
+      p.beta = t % 2 == 0 ? 0.f : 1.25f;
+      RunAndCheck(p);
+    }
+  }
+}
+
+TEST_P(SgemmGpuTest, Batched) {
+  for (int t = 0; t < 4; ++t) {
+    for (int64_t gap : {0, 3, 4}) {
+      Problem p;
+      p.m = 37;
+      p.n = 45;
+      p.k = 29;
+      p.trans_a = t & 1;
+      p.trans_b = t & 2;
+      p.batch_count = 5;
+      p.gap = gap;
+      p.beta = gap == 3 ? 0.f : 0.25f;
+      RunAndCheck(p);
+    }
+  }
+  Problem p;  // aligned members, one A for all of them
+  p.m = 64;
+  p.n = 132;
+  p.k = 40;
+  p.batch_count = 3;
+  p.broadcast_a = true;
+  RunAndCheck(p);
+}
+
+TEST_P(SgemmGpuTest, MoreBatchMembersThanOneGridHolds) {
+  Problem p;  // gridDim.z is at most 65535
+  p.m = 2;
+  p.n = 3;
+  p.k = 4;
+  p.batch_count = 70000;
+  p.beta = 0.f;
+  RunAndCheck(p);
+}
+
+TEST_P(SgemmGpuTest, LaunchesFromSeveralThreads) {
+  constexpr int kThreads = 4;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([this, i] {
+      cudaStream_t stream = nullptr;
+      ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                cudaSuccess);
+      Problem p;
+      p.m = 150 + i;
+      p.n = 141;
+      p.k = 99;
+      p.batch_count = 2;
+      for (int repeat = 0; repeat < 3; ++repeat) RunAndCheck(p, stream);
+      cudaStreamDestroy(stream);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+INSTANTIATE_TEST_SUITE_P(AllKernels, SgemmGpuTest,
+                         ::testing::ValuesIn(KernelRegistry::Global().Names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+// v5 picks its float4 instantiation only where alignment allows it.
+TEST(SgemmVectorAccessTest, FollowsAlignment) {
+  alignas(16) static float buffer[64];
+  SgemmArgs args;
+  args.m = args.n = args.k = 4;
+  args.a = buffer;
+  args.b = buffer;
+  args.c = buffer;
+  args.lda = args.ldb = args.ldc = 4;
+  EXPECT_TRUE(SgemmVectorAccessAllowed(args));
+  args.lda = 5;
+  EXPECT_FALSE(SgemmVectorAccessAllowed(args));
+  args.lda = 4;
+  args.c = buffer + 1;
+  EXPECT_FALSE(SgemmVectorAccessAllowed(args));
+  args.c = buffer;
+  args.batch_count = 2;
+  args.stride_b = 18;
+  args.stride_c = 16;
+  EXPECT_FALSE(SgemmVectorAccessAllowed(args));
+  args.stride_b = 16;
+  EXPECT_TRUE(SgemmVectorAccessAllowed(args));
+}
+
+}  // namespace
+}  // namespace gemm::kernels

@@ -1,0 +1,87 @@
+#include "kernels/sgemm_kernels.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/sgemm_launchers.h"
+
+namespace gemm::kernels {
+namespace {
+
+using Launcher = cudaError_t (*)(const SgemmArgs&, cudaStream_t);
+
+// One of the chapter's kernels: the shared validation, a grid-size limit and
+// a launcher from a kernel file.
+class ChapterSgemmKernel final : public SgemmKernel {
+ public:
+  ChapterSgemmKernel(std::string name, std::string description,
+                     Launcher launcher)
+      : name_(std::move(name)),
+        description_(std::move(description)),
+        launcher_(launcher) {}
+
+  std::string_view name() const override { return name_; }
+  std::string_view description() const override { return description_; }
+
+  absl::Status CanImplement(const SgemmArgs& args) const override {
+    if (absl::Status status = ValidateSgemmArgs(args); !status.ok())
+      return status;
+    if (args.m > kMaxTiledDim || args.n > kMaxTiledDim) {
+      return absl::UnimplementedError(
+          absl::StrCat(name_, ": m and n must be <= ", kMaxTiledDim,
+                       " (grid limit), got m=", args.m, " n=", args.n));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Launch(const SgemmArgs& args,
+                      cudaStream_t stream) const override {
+    if (absl::Status status = CanImplement(args); !status.ok()) return status;
+    if (absl::Status status = ValidateStream(stream); !status.ok())
+      return status;
+    return CudaStatus(launcher_(args, stream),
+                      absl::StrCat("sgemm ", name_, " launch"));
+  }
+
+ private:
+  const std::string name_;
+  const std::string description_;
+  const Launcher launcher_;
+};
+
+struct ChapterKernelEntry {
+  const char* name;
+  const char* description;
+  Launcher launcher;
+};
+
+// Teaching order; each entry is one kernel file.
+constexpr ChapterKernelEntry kChapterKernels[] = {
+    {"v0", "naive: one thread per C element, threadIdx.x on rows (uncoalesced)",
+     LaunchSgemmNaive},
+    {"v1", "coalesced: one thread per C element, threadIdx.x on columns",
+     LaunchSgemmCoalesced},
+    {"v2", "shared-memory tiling: 32x32 block tile", LaunchSgemmSmemTiling},
+    {"v3", "1-D register tiling: 64x64 block tile, BK 8, 8x1 thread tile",
+     LaunchSgemm1dRegisterTiling},
+    {"v4", "2-D register tiling: 128x128 block tile, BK 8, 8x8 thread tile",
+     LaunchSgemm2dRegisterTiling},
+    {"v5",
+     "vectorized: v4 tiling, A transposed in shared memory, float4 global "
+     "access",
+     LaunchSgemmVectorized},
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<SgemmKernel>> MakeChapterKernels() {
+  std::vector<std::unique_ptr<SgemmKernel>> kernels;
+  for (const ChapterKernelEntry& entry : kChapterKernels) {
+    kernels.push_back(std::make_unique<ChapterSgemmKernel>(
+        entry.name, entry.description, entry.launcher));
+  }
+  return kernels;
+}
+
+}  // namespace gemm::kernels

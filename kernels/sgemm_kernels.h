@@ -1,0 +1,23 @@
+// The chapter's six kernels (v0..v5) as SgemmKernel objects, in teaching
+// order. KernelRegistry::Global() registers them; use the registry rather
+// than this header.
+//
+// Thread-safety: the returned kernels are immutable; Launch is thread-safe.
+//
+//   for (auto& kernel : MakeChapterKernels())
+//   registry.Register(std::move(kernel));
+#ifndef GEMM_KERNELS_SGEMM_KERNELS_H_
+#define GEMM_KERNELS_SGEMM_KERNELS_H_
+
+#include <memory>
+#include <vector>
+
+#include "kernels/sgemm.h"
+
+namespace gemm::kernels {
+
+std::vector<std::unique_ptr<SgemmKernel>> MakeChapterKernels();
+
+}  // namespace gemm::kernels
+
+#endif  // GEMM_KERNELS_SGEMM_KERNELS_H_

@@ -1,0 +1,48 @@
+// v1, coalescing: v0 with one change, threadIdx.x walks the columns of C. A
+// warp now reads 32 consecutive elements of a row of B, broadcasts one element
+// of A and writes 32 consecutive elements of C.
+#include "kernels/sgemm_common.cuh"
+#include "kernels/sgemm_launchers.h"
+
+namespace gemm::kernels {
+namespace {
+
+using detail::BatchMember;
+using detail::CeilDiv;
+
+// 32 x 32 threads per block, as in the chapter.
+constexpr int kBlockDim = 32;
+
+template <bool kTransA,  // A is stored transposed (k x m)
+          bool kTransB>  // B is stored transposed (n x k)
+__global__ void __launch_bounds__(kBlockDim* kBlockDim)
+    SgemmCoalescedKernel(SgemmArgs args) {
+  const int col = blockIdx.x * blockDim.x +
+                  threadIdx.x;  // x is the column: contiguous in B and C
+  const int row = blockIdx.y * blockDim.y + threadIdx.y;
+  if (row >= args.m || col >= args.n) return;
+  const BatchMember p = detail::SelectBatchMember(args);
+  float acc = 0.f;
+  for (int k = 0; k < args.k; ++k) {
+    acc += detail::LoadOperand<kTransA>(p.a, args.lda, row, k) *
+           detail::LoadOperand<kTransB>(p.b, args.ldb, k, col);
+  }
+  detail::StoreOutput(p.c + static_cast<int64_t>(row) * args.ldc + col, acc,
+                      args.alpha, args.beta);
+}
+
+}  // namespace
+
+cudaError_t LaunchSgemmCoalesced(const SgemmArgs& args, cudaStream_t stream) {
+  return detail::ForEachBatchChunk(args, [&](const SgemmArgs& chunk) {
+    const dim3 block(kBlockDim, kBlockDim);
+    const dim3 grid(CeilDiv(chunk.n, kBlockDim), CeilDiv(chunk.m, kBlockDim),
+                    chunk.batch_count);
+    detail::DispatchTransposes(chunk, [&](auto trans_a, auto trans_b) {
+      SgemmCoalescedKernel<decltype(trans_a)::value, decltype(trans_b)::value>
+          <<<grid, block, 0, stream>>>(chunk);
+    });
+  });
+}
+
+}  // namespace gemm::kernels
