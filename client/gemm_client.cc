@@ -1,8 +1,15 @@
 #include "client/gemm_client.h"
 
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <future>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -56,6 +63,74 @@ uint64_t JobBytes(const GemmArgs& args) {
 
 }  // namespace
 
+absl::Duration BackoffBeforeRetry(const RetryPolicy& policy, int attempt) {
+  const double scale =
+      std::pow(std::max(policy.backoff_multiplier, 1.0), attempt - 1);
+  return std::min(policy.initial_backoff * scale, policy.max_backoff);
+}
+
+// Runs tasks after a delay, on one thread of its own. The waits of retries
+// live here rather than on gRPC's threads. Thread-safe.
+class RetryScheduler {
+ public:
+  explicit RetryScheduler(RetryPolicy policy)
+      : policy_(policy), thread_([this] { Loop(); }) {}
+  ~RetryScheduler() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+
+  // Runs `task` after the jittered backoff that follows attempt `attempt`.
+  void AfterBackoff(int attempt, std::function<void()> task) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::uniform_real_distribution<double> factor(1.0 - policy_.jitter,
+                                                  1.0 + policy_.jitter);
+    const absl::Duration wait =
+        BackoffBeforeRetry(policy_, attempt) * std::max(0.0, factor(random_));
+    tasks_.emplace(std::chrono::steady_clock::now() +
+                       absl::ToChronoNanoseconds(wait),
+                   std::move(task));
+    wake_.notify_one();
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      if (tasks_.empty()) {
+        // Tasks hold their calls' tokens, so none is left at shutdown.
+        if (stopping_) return;
+        wake_.wait(lock);
+        continue;
+      }
+      auto first = tasks_.begin();
+      if (first->first > std::chrono::steady_clock::now()) {
+        wake_.wait_until(lock, first->first);
+        continue;
+      }
+      std::function<void()> task = std::move(first->second);
+      tasks_.erase(first);
+      lock.unlock();
+      task();
+      task = nullptr;
+      lock.lock();
+    }
+  }
+
+  const RetryPolicy policy_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::multimap<std::chrono::steady_clock::time_point, std::function<void()>>
+      tasks_;
+  std::mt19937_64 random_{std::random_device{}()};
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts once the rest is built
+};
+
 CallTracker::Token::Token(std::shared_ptr<CallTracker> tracker)
     : tracker_(std::move(tracker)) {
   absl::MutexLock lock(&tracker_->mu_);
@@ -91,11 +166,18 @@ absl::Status CheckArgs(const GemmArgs& args) {
 // The client side of one GemmStream call. It owns itself from StartCall to
 // OnDone. gRPC operations are never started with mu_ held.
 class JobStream::Reactor final
-    : public grpc::ClientBidiReactor<v1::StreamRequest, v1::StreamResponse> {
+    : public grpc::ClientBidiReactor<v1::StreamRequest, v1::StreamResponse>,
+      public std::enable_shared_from_this<JobStream::Reactor> {
  public:
+  // `retries` (may be null when max_attempts is 1) must outlive the call;
+  // the token sees to that.
   Reactor(v1::GemmService::Stub* stub, std::shared_ptr<CallTracker> tracker,
-          uint64_t chunk_bytes, absl::Duration timeout)
-      : token_(std::move(tracker)), chunk_bytes_(chunk_bytes) {
+          uint64_t chunk_bytes, absl::Duration timeout, int max_attempts,
+          RetryScheduler* retries)
+      : token_(std::move(tracker)),
+        chunk_bytes_(chunk_bytes),
+        max_attempts_(retries != nullptr ? max_attempts : 1),
+        retries_(retries) {
     if (timeout > absl::ZeroDuration()) {
       context_.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
     }
@@ -152,7 +234,16 @@ class JobStream::Reactor final
   absl::Status Wait() {
     done_.WaitForNotification();
     absl::MutexLock lock(&mu_);
+    // Jobs waiting for a retry when the call broke fail once their wait is
+    // over.
+    mu_.Await(absl::Condition(
+        +[](int* pending) { return *pending == 0; }, &pending_retries_));
     return final_status_;
+  }
+
+  bool done() {
+    absl::MutexLock lock(&mu_);
+    return call_done_;
   }
 
   void OnWriteDone(bool ok) override {
@@ -178,6 +269,7 @@ class JobStream::Reactor final
     }
     Deliver(response_);
     StartRead(&response_);
+    Pump();  // the end of the last job may let the stream half-close
   }
 
   void OnDone(const grpc::Status& status) override {
@@ -213,6 +305,7 @@ class JobStream::Reactor final
     GemmCallback done;
     uint64_t c_bytes = 0;
     uint64_t c_received = 0;
+    int attempt = 1;
     bool params_sent = false;
     int operand = v1::OPERAND_A;  // next operand to send
     uint64_t offset = 0;          // next byte of it
@@ -241,7 +334,10 @@ class JobStream::Reactor final
         NextMessage(&request_);
         writing_ = true;
         action = Action::kWrite;
-      } else if (close_requested_) {
+      } else if (close_requested_ && pending_retries_ == 0 &&
+                 (max_attempts_ == 1 || in_flight_.empty())) {
+        // With retries on, a job still in flight may have to be sent again,
+        // so the stream half-closes only once every job has ended.
         writes_done_sent_ = true;
         action = Action::kWritesDone;
       } else {
@@ -311,40 +407,128 @@ class JobStream::Reactor final
     {
       absl::MutexLock lock(&mu_);
       auto it = in_flight_.find(response.job_id());
-      if (it == in_flight_.end()) return;  // not ours; ignore
-      Job& job = it->second;
-      if (response.has_chunk()) {
-        const v1::ResultChunk& chunk = response.chunk();
-        if (chunk.offset() + chunk.data().size() > job.c_bytes) {
-          job.c_received = UINT64_MAX;  // reported at the end record
-          return;
+      if (it == in_flight_.end()) {
+        if (!response.has_end() || !EndWhileSending(response, &done, &result)) {
+          return;  // not ours; ignore
         }
-        std::memcpy(reinterpret_cast<char*>(job.c_out) + chunk.offset(),
-                    chunk.data().data(), chunk.data().size());
-        job.c_received += chunk.data().size();
+      } else if (!DeliverToJob(response, it, &done, &result)) {
         return;
       }
-      if (!response.has_end()) return;
-      const v1::JobEnd& end = response.end();
-      if (end.code() != 0) {
-        result = absl::Status(static_cast<absl::StatusCode>(end.code()),
-                              end.message());
-      } else if (job.c_received != job.c_bytes) {
-        result = absl::InternalError(absl::StrFormat(
-            "job %d: server sent %d bytes of C, expected %d", job.id,
-            job.c_received, job.c_bytes));
-      } else {
-        result = end.timing();
-      }
-      done = std::move(job.done);
-      in_flight_.erase(it);
     }
-    done(std::move(result));
+    if (done) done(std::move(result));
+  }
+
+  // Applies a response to a job whose every part is sent. Returns true when
+  // the job ended (`done` is then set unless it is to be retried).
+  bool DeliverToJob(const v1::StreamResponse& response,
+                    std::unordered_map<uint64_t, Job>::iterator it,
+                    GemmCallback* done, absl::StatusOr<v1::Timing>* result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Job& job = it->second;
+    if (response.has_chunk()) {
+      const v1::ResultChunk& chunk = response.chunk();
+      if (chunk.offset() + chunk.data().size() > job.c_bytes) {
+        job.c_received = UINT64_MAX;  // reported at the end record
+        return false;
+      }
+      std::memcpy(reinterpret_cast<char*>(job.c_out) + chunk.offset(),
+                  chunk.data().data(), chunk.data().size());
+      job.c_received += chunk.data().size();
+      return false;
+    }
+    if (!response.has_end()) return false;
+    const v1::JobEnd& end = response.end();
+    if (end.code() == static_cast<int>(absl::StatusCode::kUnavailable) &&
+        job.attempt < max_attempts_) {
+      ScheduleRetry(std::move(job));
+      in_flight_.erase(it);
+      return true;
+    }
+    if (end.code() != 0) {
+      *result = absl::Status(static_cast<absl::StatusCode>(end.code()),
+                             end.message());
+    } else if (job.c_received != job.c_bytes) {
+      *result = absl::InternalError(absl::StrFormat(
+          "job %d: server sent %d bytes of C, expected %d", job.id,
+          job.c_received, job.c_bytes));
+    } else {
+      *result = end.timing();
+    }
+    *done = std::move(job.done);
+    in_flight_.erase(it);
+    return true;
+  }
+
+  // A job can end before all of it is sent: the server may refuse it as
+  // soon as it reads the params. Then the rest of it is never sent, and the
+  // job ends (or is retried) now. Returns false for an id not on the stream.
+  bool EndWhileSending(const v1::StreamResponse& response, GemmCallback* done,
+                       absl::StatusOr<v1::Timing>* result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = std::find_if(to_send_.begin(), to_send_.end(),
+                           [&response](const Job& job) {
+                             return job.id == response.job_id();
+                           });
+    if (it == to_send_.end()) return false;
+    Job job = std::move(*it);
+    to_send_.erase(it);
+    const v1::JobEnd& end = response.end();
+    if (end.code() == static_cast<int>(absl::StatusCode::kUnavailable) &&
+        job.attempt < max_attempts_) {
+      ScheduleRetry(std::move(job));
+      return true;
+    }
+    *result = end.code() != 0
+                  ? absl::Status(static_cast<absl::StatusCode>(end.code()),
+                                 end.message())
+                  : absl::InternalError(absl::StrCat(
+                        "server ended job ", job.id, " before it was sent"));
+    *done = std::move(job.done);
+    return true;
+  }
+
+  // Sends the job again, with a fresh id, after the backoff.
+  void ScheduleRetry(Job job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int attempt = job.attempt;
+    job.attempt = attempt + 1;
+    job.c_received = 0;
+    job.params_sent = false;
+    job.operand = v1::OPERAND_A;
+    job.offset = 0;
+    ++pending_retries_;
+    auto shared_job = std::make_shared<Job>(std::move(job));
+    retries_->AfterBackoff(
+        attempt, [self = shared_from_this(), shared_job]() mutable {
+          self->Resend(std::move(*shared_job));
+        });
+  }
+
+  void Resend(Job job) {
+    absl::Status failed;
+    {
+      absl::MutexLock lock(&mu_);
+      if (call_done_) {
+        failed = final_status_.ok()
+                     ? absl::UnavailableError("stream ended before a retry")
+                     : final_status_;
+      } else {
+        job.id = next_id_++;
+        to_send_.push_back(std::move(job));
+      }
+    }
+    if (!failed.ok()) job.done(failed);
+    {
+      absl::MutexLock lock(&mu_);
+      --pending_retries_;
+    }
+    Pump();
   }
 
   // First member, so destroyed last: after the context.
   CallTracker::Token token_;
   const uint64_t chunk_bytes_;
+  const int max_attempts_;
+  RetryScheduler* const retries_;
   grpc::ClientContext context_;
   v1::StreamRequest request_;    // owned by the write in flight
   v1::StreamResponse response_;  // owned by the read in flight
@@ -361,11 +545,14 @@ class JobStream::Reactor final
   bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool call_done_ ABSL_GUARDED_BY(mu_) = false;
+  int pending_retries_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
 
-JobStream::JobStream(std::shared_ptr<Reactor> reactor)
-    : reactor_(std::move(reactor)) {}
+JobStream::JobStream(std::shared_ptr<Reactor> reactor, std::string target)
+    : reactor_(std::move(reactor)), target_(std::move(target)) {}
+
+bool JobStream::done() const { return reactor_->done(); }
 
 JobStream::~JobStream() { Finish().IgnoreError(); }
 
@@ -382,26 +569,74 @@ absl::Status JobStream::Finish() {
 }
 
 GemmClient::GemmClient(const Options& options) : options_(options) {
-  grpc::ChannelArguments arguments;
-  arguments.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
-  arguments.SetMaxSendMessageSize(-1);
-  channel_ = grpc::CreateCustomChannel(
-      options.target, grpc::InsecureChannelCredentials(), arguments);
-  stub_ = v1::GemmService::NewStub(channel_);
+  std::vector<std::string> targets = options.targets;
+  if (targets.empty()) targets.push_back(options.target);
+  for (int connection = 0; connection < options.connections_per_target;
+       ++connection) {
+    for (const std::string& target : targets) {
+      grpc::ChannelArguments arguments;
+      arguments.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+      arguments.SetMaxSendMessageSize(-1);
+      // Channels with equal arguments share one connection; a channel of its
+      // own subchannel pool gets a TCP connection of its own.
+      arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+      Channel channel;
+      channel.target = target;
+      channel.channel = grpc::CreateCustomChannel(
+          target, grpc::InsecureChannelCredentials(), arguments);
+      channel.stub = v1::GemmService::NewStub(channel.channel);
+      channels_.push_back(std::move(channel));
+    }
+  }
+  if (options.retry.max_attempts > 1) {
+    retries_ = std::make_shared<RetryScheduler>(options.retry);
+  }
 }
 
-GemmClient::~GemmClient() { tracker_->WaitForIdle(); }
+GemmClient::~GemmClient() {
+  tracker_->WaitForIdle();
+  retries_.reset();
+}
 
 absl::StatusOr<std::unique_ptr<GemmClient>> GemmClient::Create(
     const Options& options) {
-  if (options.target.empty()) {
+  if (options.targets.empty() && options.target.empty()) {
     return absl::InvalidArgumentError("target: empty server address");
+  }
+  for (const std::string& target : options.targets) {
+    if (target.empty()) {
+      return absl::InvalidArgumentError("targets: empty server address");
+    }
+  }
+  if (options.connections_per_target < 1) {
+    return absl::InvalidArgumentError(
+        "connections_per_target: must be at least 1");
   }
   if (options.chunk_bytes < 4 || options.chunk_bytes % 4 != 0) {
     return absl::InvalidArgumentError(
         "chunk_bytes: must be a positive multiple of 4");
   }
+  const RetryPolicy& retry = options.retry;
+  if (retry.max_attempts < 1 || retry.initial_backoff < absl::ZeroDuration() ||
+      retry.max_backoff < retry.initial_backoff ||
+      retry.backoff_multiplier < 1.0 || retry.jitter < 0 ||
+      retry.jitter > 1) {
+    return absl::InvalidArgumentError(
+        "retry: need max_attempts >= 1, 0 <= initial_backoff <= max_backoff, "
+        "backoff_multiplier >= 1 and jitter in [0, 1]");
+  }
   return std::unique_ptr<GemmClient>(new GemmClient(options));
+}
+
+std::vector<std::string> GemmClient::channel_targets() const {
+  std::vector<std::string> targets;
+  for (const Channel& channel : channels_) targets.push_back(channel.target);
+  return targets;
+}
+
+GemmClient::Channel& GemmClient::NextChannel() {
+  return channels_[next_channel_.fetch_add(1, std::memory_order_relaxed) %
+                   channels_.size()];
 }
 
 void GemmClient::ApplyDeadline(grpc::ClientContext* context) const {
@@ -414,19 +649,25 @@ absl::StatusOr<v1::InfoResponse> GemmClient::Info() {
   grpc::ClientContext context;
   ApplyDeadline(&context);
   v1::InfoResponse response;
-  grpc::Status status = stub_->Info(&context, v1::InfoRequest(), &response);
+  grpc::Status status =
+      NextChannel().stub->Info(&context, v1::InfoRequest(), &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response;
 }
 
 absl::StatusOr<v1::Timing> GemmClient::Gemm(const GemmArgs& args,
                                             float* c_out) {
-  std::promise<absl::StatusOr<v1::Timing>> promise;
-  std::future<absl::StatusOr<v1::Timing>> result = promise.get_future();
-  GemmAsync(args, c_out, [&promise](absl::StatusOr<v1::Timing> timing) {
-    promise.set_value(std::move(timing));
+  return GemmFuture(args, c_out).get();
+}
+
+std::future<absl::StatusOr<v1::Timing>> GemmClient::GemmFuture(
+    const GemmArgs& args, float* c_out) {
+  auto promise = std::make_shared<std::promise<absl::StatusOr<v1::Timing>>>();
+  std::future<absl::StatusOr<v1::Timing>> result = promise->get_future();
+  GemmAsync(args, c_out, [promise](absl::StatusOr<v1::Timing> timing) {
+    promise->set_value(std::move(timing));
   });
-  return result.get();
+  return result;
 }
 
 void GemmClient::GemmAsync(const GemmArgs& args, float* c_out,
@@ -436,10 +677,41 @@ void GemmClient::GemmAsync(const GemmArgs& args, float* c_out,
     done(s);
     return;
   }
+  StartAttempt(args, c_out, std::move(done), 1,
+               next_channel_.fetch_add(1, std::memory_order_relaxed));
+}
+
+void GemmClient::StartAttempt(const GemmArgs& args, float* c_out,
+                              GemmCallback done, int attempt,
+                              uint64_t channel_index) {
+  if (retries_ != nullptr && attempt < options_.retry.max_attempts) {
+    // Wraps `done`: an UNAVAILABLE attempt starts the next one after the
+    // backoff. The token keeps the client (and `this`) alive meanwhile.
+    auto token = std::make_shared<CallTracker::Token>(tracker_);
+    done = [this, args, c_out, attempt, channel_index, token,
+            done = std::move(done)](
+               absl::StatusOr<v1::Timing> result) mutable {
+      if (result.ok() ||
+          result.status().code() != absl::StatusCode::kUnavailable) {
+        done(std::move(result));
+        return;
+      }
+      retries_->AfterBackoff(
+          attempt, [this, args, c_out, attempt, channel_index, token,
+                    done = std::move(done)]() mutable {
+            // The next channel: a retry tries every server in turn.
+            StartAttempt(args, c_out, std::move(done), attempt + 1,
+                         channel_index + 1);
+          });
+    };
+  }
+  Channel& channel = channels_[channel_index % channels_.size()];
   if (JobBytes(args) > options_.max_unary_bytes) {
-    // A stream of one job: it frees itself once the job has ended.
+    // A stream of one job: it frees itself once the job has ended. Retries
+    // happen here, not inside the stream.
     auto reactor = std::make_shared<JobStream::Reactor>(
-        stub_.get(), tracker_, options_.chunk_bytes, options_.timeout);
+        channel.stub.get(), tracker_, options_.chunk_bytes, options_.timeout,
+        1, nullptr);
     reactor->Start(reactor);
     reactor->Submit(args, c_out, std::move(done));
     reactor->Close();
@@ -467,7 +739,7 @@ void GemmClient::GemmAsync(const GemmArgs& args, float* c_out,
                         OperandBytes(args, v1::OPERAND_C));
   }
   const uint64_t c_bytes = 4ull * args.m * args.n;
-  stub_->async()->Gemm(
+  channel.stub->async()->Gemm(
       &call->context, &call->request, &call->response,
       [call, c_out, c_bytes, done = std::move(done)](grpc::Status status) {
         absl::StatusOr<v1::Timing> result;
@@ -487,10 +759,12 @@ void GemmClient::GemmAsync(const GemmArgs& args, float* c_out,
 }
 
 std::unique_ptr<JobStream> GemmClient::OpenStream() {
+  Channel& channel = NextChannel();
   auto reactor = std::make_shared<JobStream::Reactor>(
-      stub_.get(), tracker_, options_.chunk_bytes, options_.timeout);
+      channel.stub.get(), tracker_, options_.chunk_bytes, options_.timeout,
+      options_.retry.max_attempts, retries_.get());
   reactor->Start(reactor);
-  return std::make_unique<JobStream>(std::move(reactor));
+  return std::make_unique<JobStream>(std::move(reactor), channel.target);
 }
 
 }  // namespace gemm::client

@@ -1,16 +1,42 @@
 // libgemm_client: the C++ client of gemm.v1.GemmService.
 //
-// GemmClient owns one channel to a server and offers synchronous and
-// asynchronous GEMMs. Jobs small enough for one message use the unary Gemm
-// call; larger ones go over GemmStream in chunks, transparently. JobStream
-// pipelines many jobs on one stream. Results land in buffers the caller
-// provides.
+// GemmClient holds one or more channels (connections) to one or more
+// servers and offers synchronous GEMMs (Gemm), asynchronous ones with a
+// callback (GemmAsync) or a future (GemmFuture), and pipelining of many jobs
+// on one stream (OpenStream -> JobStream). Channels are created once and
+// reused by every call.
+//
+// Load balancing: with several Options.targets (and/or
+// connections_per_target > 1) the client keeps one channel per connection
+// and rotates over them: each unary call, each retry and each OpenStream()
+// takes the next channel (client-side round robin). A JobStream stays on the
+// channel it was opened on; open one stream per connection to spread a
+// pipeline over all of them.
+//
+// Large jobs: jobs small enough for one message use the unary Gemm call;
+// larger ones go over GemmStream in chunks, transparently.
+//
+// Results land in the caller's c_out. The unary path copies C once, from the
+// received message into c_out; the stream path copies each result chunk
+// straight into c_out. Operands are copied once into the outgoing messages.
+//
+// Deadlines: Options.timeout is the gRPC deadline of each call attempt (for
+// a JobStream, of the whole stream). GemmArgs.timeout_ms is the server-side
+// budget of one job.
+//
+// Retries: with Options.retry.max_attempts > 1, a job that fails with
+// UNAVAILABLE (queue full, server restarting, connection refused) is sent
+// again after an exponential backoff with jitter, on the next channel for
+// unary calls and on the same stream for JobStream jobs. Every job can be
+// resent because the caller's buffers stay valid until its callback. Jobs of
+// a stream that broke as a whole are not retried (open a new stream).
 //
 // Thread-safety: GemmClient and JobStream are thread-safe. The caller's
 // buffers (args.a, args.b, args.c and c_out) must stay valid until the job's
-// callback has run (or its synchronous call returned). Destroying a
-// GemmClient waits until every call it started has ended, so destroy (or
-// Finish()) its JobStreams first.
+// callback has run (or its synchronous call returned, or its future is
+// ready). Destroying a GemmClient waits until every call it started has
+// ended (retries included), so destroy (or Finish()) its JobStreams first,
+// and never destroy it from inside one of its callbacks.
 //
 //   ASSIGN_OR_RETURN(auto client, GemmClient::Create({.target = "host:50051"}));
 //   GemmArgs args{.m = 512, .n = 512, .k = 512, .a = a.data(), .b = b.data()};
@@ -19,10 +45,13 @@
 #ifndef GEMM_CLIENT_GEMM_CLIENT_H_
 #define GEMM_CLIENT_GEMM_CLIENT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -58,8 +87,6 @@ using GemmCallback = std::function<void(absl::StatusOr<v1::Timing>)>;
 // The one conversion from grpc::Status back to absl::Status.
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
-// Many jobs pipelined on one GemmStream call. Create with
-// GemmClient::OpenStream().
 // Counts a client's calls that are still running. Thread-safe.
 class CallTracker {
  public:
@@ -81,11 +108,43 @@ class CallTracker {
   int calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// When and how often a job that failed with UNAVAILABLE is sent again.
+struct RetryPolicy {
+  // Attempts in all, the first one included; 1 (the default) disables
+  // retries.
+  int max_attempts = 1;
+  // Wait before the second attempt. Default 50 ms.
+  absl::Duration initial_backoff = absl::Milliseconds(50);
+  // Longest wait between attempts. Default 2 s.
+  absl::Duration max_backoff = absl::Seconds(2);
+  // Growth of the wait from one attempt to the next. Default 2.
+  double backoff_multiplier = 2.0;
+  // Each wait is scaled by a uniform factor in [1 - jitter, 1 + jitter], so
+  // that clients turned away together do not come back together.
+  // Default 0.2.
+  double jitter = 0.2;
+};
+
+// The wait before attempt `attempt` + 1 (attempt counts from 1), without
+// jitter.
+absl::Duration BackoffBeforeRetry(const RetryPolicy& policy, int attempt);
+
+class RetryScheduler;
+
+// Many jobs pipelined on one GemmStream call, on one channel. Create with
+// GemmClient::OpenStream().
 class JobStream {
  public:
   class Reactor;
-  explicit JobStream(std::shared_ptr<Reactor> reactor);
+  JobStream(std::shared_ptr<Reactor> reactor, std::string target);
   ~JobStream();  // Finish()es.
+
+  // The server address this stream talks to.
+  const std::string& target() const { return target_; }
+
+  // True once the call has ended (after Finish(), or because the stream
+  // broke); Submit() then fails every job at once.
+  bool done() const;
 
   // Queues a job; `done` runs once C is in c_out (m*n floats) or the job
   // failed. Never blocks on the network.
@@ -98,14 +157,19 @@ class JobStream {
 
  private:
   std::shared_ptr<Reactor> reactor_;
+  const std::string target_;
   bool finished_ = false;
 };
 
 class GemmClient {
  public:
   struct Options {
-    // host:port of the server.
+    // host:port of the server; used when `targets` is empty.
     std::string target = "localhost:50051";
+    // Several servers (host:port each) to balance over, round robin.
+    std::vector<std::string> targets;
+    // Channels (separate TCP connections) opened to each target. Default 1.
+    int connections_per_target = 1;
     // Jobs whose A, B and C together exceed this go over GemmStream in
     // chunks; smaller ones use the unary call. Default 3 MiB, under gRPC's
     // common 4 MiB message limit.
@@ -114,38 +178,62 @@ class GemmClient {
     uint64_t chunk_bytes = uint64_t{1} << 20;
     // Largest message received. Default 64 MiB.
     int max_receive_message_bytes = 64 << 20;
-    // Deadline of each call; zero means none.
+    // Deadline of each call attempt (of the whole call for a JobStream);
+    // zero means none.
     absl::Duration timeout = absl::ZeroDuration();
+    // Retries on UNAVAILABLE; off by default.
+    RetryPolicy retry;
   };
 
   static absl::StatusOr<std::unique_ptr<GemmClient>> Create(
       const Options& options);
   ~GemmClient();  // waits for calls still running
 
+  // Info of the server behind the next channel.
   absl::StatusOr<v1::InfoResponse> Info();
 
-  // Computes one job and writes C (m*n floats) into c_out.
+  // Computes one job and writes C (m*n floats) into c_out. Blocks.
   absl::StatusOr<v1::Timing> Gemm(const GemmArgs& args, float* c_out);
 
-  // Starts one job; `done` runs when C is in c_out or the job failed.
+  // Starts one job; `done` runs once, on a gRPC or retry thread, when C is
+  // in c_out or the job failed for good. Never blocks on the network.
   void GemmAsync(const GemmArgs& args, float* c_out, GemmCallback done);
 
-  // Opens a stream for pipelining many jobs.
+  // GemmAsync with a future instead of a callback.
+  std::future<absl::StatusOr<v1::Timing>> GemmFuture(const GemmArgs& args,
+                                                     float* c_out);
+
+  // Opens a stream for pipelining many jobs, on the next channel.
   std::unique_ptr<JobStream> OpenStream();
 
   const Options& options() const { return options_; }
-  v1::GemmService::Stub& stub() { return *stub_; }
+  // The server addresses, one per channel, in rotation order.
+  std::vector<std::string> channel_targets() const;
+  // The stub of the first channel (for raw calls in tests).
+  v1::GemmService::Stub& stub() { return *channels_[0].stub; }
 
  private:
+  struct Channel {
+    std::string target;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<v1::GemmService::Stub> stub;
+  };
+
   explicit GemmClient(const Options& options);
   void ApplyDeadline(grpc::ClientContext* context) const;
+  Channel& NextChannel();
+  // Attempt `attempt` (from 1) of a job, on channel channel_index % size.
+  void StartAttempt(const GemmArgs& args, float* c_out, GemmCallback done,
+                    int attempt, uint64_t channel_index);
 
   const Options options_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::GemmService::Stub> stub_;
+  std::vector<Channel> channels_;
+  std::atomic<uint64_t> next_channel_{0};
   // Lets the destructor wait for calls still running, so that the channel
   // (and gRPC itself) is never released from one of gRPC's own threads.
   std::shared_ptr<CallTracker> tracker_ = std::make_shared<CallTracker>();
+  // Runs delayed retries; destroyed after the tracker is idle.
+  std::shared_ptr<RetryScheduler> retries_;
 };
 
 // Checks a job's arguments before anything is sent.

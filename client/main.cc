@@ -3,8 +3,15 @@
 //   gemm-client info --server localhost:50051
 //   gemm-client run --server localhost:50051 -m 1000 -n 999 -k 777 --verify
 //   gemm-client run --a a.npy --b b.npy --out c.npy --kernel cublas
+//   gemm-client load --server h1:50051,h2:50051 --concurrency 64 --duration-s 60
+//   gemm-client kernels --server localhost:50051 -m 4096 -n 4096 -k 4096
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -12,7 +19,9 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "client/gemm_client.h"
+#include "client/load_generator.h"
 #include "client/npy.h"
 #include "client/reference_gemm.h"
 #include "server/version.h"
@@ -22,16 +31,35 @@ namespace {
 
 struct CommonFlags {
   std::string server = "localhost:50051";
+  int connections = 1;
   double timeout_s = 0;
   uint64_t chunk_bytes = uint64_t{1} << 20;
+  int max_attempts = 1;
+  double initial_backoff_ms = 50;
+  double max_backoff_ms = 2000;
 };
 
 absl::StatusOr<std::unique_ptr<GemmClient>> Connect(const CommonFlags& f) {
   GemmClient::Options options;
-  options.target = f.server;
+  std::vector<std::string> targets =
+      absl::StrSplit(f.server, ',', absl::SkipWhitespace());
+  if (targets.size() == 1) options.target = targets[0];
+  if (targets.size() > 1) options.targets = targets;
+  options.connections_per_target = f.connections;
   options.chunk_bytes = f.chunk_bytes;
   options.timeout = absl::Seconds(f.timeout_s);
+  options.retry.max_attempts = f.max_attempts;
+  options.retry.initial_backoff = absl::Milliseconds(f.initial_backoff_ms);
+  options.retry.max_backoff = absl::Milliseconds(f.max_backoff_ms);
   return GemmClient::Create(options);
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.close();
+  if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
 }
 
 int Fail(const absl::Status& status) {
@@ -208,6 +236,236 @@ int RunGemm(const CommonFlags& flags, RunFlags r) {
   return failures == 0 ? 0 : 2;
 }
 
+struct LoadFlags {
+  std::string shapes = "128x128x128";
+  std::string kernel = "auto";
+  int concurrency = 16;
+  double rate = 0;
+  std::string arrivals = "constant";
+  double duration_s = 10;
+  uint64_t count = 0;
+  double warmup_s = 1;
+  uint32_t job_timeout_ms = 0;
+  uint64_t verify_every = 0;
+  uint64_t seed = 42;
+  std::string json_path, csv_path, plot_prefix;
+  bool quiet = false;
+};
+
+// plot_load.py: next to the binary in its runfiles, or where
+// GEMM_CLIENT_PLOT_SCRIPT says.
+std::string PlotScriptPath(const char* argv0) {
+  if (const char* env = std::getenv("GEMM_CLIENT_PLOT_SCRIPT")) return env;
+  const std::string self = argv0;
+  for (const std::string& candidate :
+       {self + ".runfiles/gemm_service/client/plot_load.py",
+        self.substr(0, self.rfind('/') + 1) + "plot_load.py",
+        std::string("client/plot_load.py")}) {
+    if (access(candidate.c_str(), R_OK) == 0) return candidate;
+  }
+  return "client/plot_load.py";
+}
+
+int RunLoadTest(const CommonFlags& flags, const LoadFlags& l, bool rate_cap,
+                const char* argv0) {
+  LoadOptions options;
+  auto shapes = ParseShapeMix(l.shapes);
+  if (!shapes.ok()) return Fail(shapes.status());
+  options.shapes = *shapes;
+  options.kernel = l.kernel;
+  options.rate = l.rate;
+  // In rate mode the concurrency caps jobs outstanding only when given.
+  options.concurrency = l.rate > 0 && !rate_cap ? 0 : l.concurrency;
+  options.poisson = l.arrivals == "poisson";
+  options.duration = absl::Seconds(l.duration_s);
+  options.count = l.count;
+  options.warmup = absl::Seconds(l.warmup_s);
+  options.job_timeout_ms = l.job_timeout_ms;
+  options.verify_every = l.verify_every;
+  options.seed = l.seed;
+  if (!l.quiet) {
+    const bool tty = isatty(STDERR_FILENO);
+    options.on_progress = [tty](const LoadProgress& p) {
+      std::fprintf(stderr,
+                   "%s[%5.0f s]%s sent %llu, done %llu, errors %llu, in flight "
+                   "%llu | last 1 s: %.0f ok/s, p50 %.3f ms, p99 %.3f ms%s",
+                   tty ? "\r" : "", p.elapsed_s,
+                   p.warming_up ? " warm-up" : "",
+                   (unsigned long long)p.sent, (unsigned long long)p.completed,
+                   (unsigned long long)p.errors,
+                   (unsigned long long)p.in_flight, p.last_second_rps,
+                   p.last_second_p50_ms, p.last_second_p99_ms,
+                   tty ? "\033[K" : "\n");
+      std::fflush(stderr);
+    };
+  }
+  auto client = Connect(flags);
+  if (!client.ok()) return Fail(client.status());
+  auto report = RunLoad(client->get(), options);
+  if (!l.quiet && isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
+  if (!report.ok()) return Fail(report.status());
+  std::printf("%s", FormatReportText(*report).c_str());
+  std::string json_path = l.json_path;
+  if (!l.plot_prefix.empty() && json_path.empty()) {
+    json_path = l.plot_prefix + ".json";
+  }
+  if (!json_path.empty()) {
+    absl::Status s = WriteFile(json_path, FormatReportJson(*report));
+    if (!s.ok()) return Fail(s);
+  }
+  if (!l.csv_path.empty()) {
+    absl::Status s = WriteFile(l.csv_path, FormatReportCsv(*report));
+    if (!s.ok()) return Fail(s);
+  }
+  if (!l.plot_prefix.empty()) {
+    // Debian's matplotlib lives with /usr/bin/python3, which may not be the
+    // first python3 on PATH.
+    const char* python = std::getenv("GEMM_CLIENT_PYTHON");
+    if (python == nullptr) {
+      python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3"
+                                                     : "python3";
+    }
+    const std::string command =
+        absl::StrCat(python, " '", PlotScriptPath(argv0), "' '", json_path,
+                     "' '", l.plot_prefix, "'");
+    if (std::system(command.c_str()) != 0) {
+      std::fprintf(stderr, "gemm-client: --plot failed: %s\n",
+                   command.c_str());
+      return 3;
+    }
+  }
+  return report->verify_failures == 0 ? 0 : 2;
+}
+
+struct KernelsFlags {
+  uint32_t m = 4096, n = 4096, k = 4096;
+  int warmup = 1;
+  int repeat = 3;
+  bool verify = false;
+  std::string json_path;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Every kernel Info lists, on one shape, timed by the server and the client.
+int RunKernels(const CommonFlags& flags, const KernelsFlags& f) {
+  auto client = Connect(flags);
+  if (!client.ok()) return Fail(client.status());
+  auto info = (*client)->Info();
+  if (!info.ok()) return Fail(info.status());
+  std::vector<float> a(uint64_t{f.m} * f.k), b(uint64_t{f.k} * f.n),
+      out(uint64_t{f.m} * f.n);
+  FillRandom(a.data(), a.size(), 1);
+  FillRandom(b.data(), b.size(), 2);
+  std::vector<double> want;
+  if (f.verify) {
+    want = ReferenceGemm({f.m, f.n, f.k, false, false, 1, 0}, a.data(),
+                         b.data(), nullptr);
+  }
+  const double flop = 2.0 * f.m * f.n * f.k;
+  struct Row {
+    std::string kernel;
+    double compute_ms = 0, server_ms = 0, client_ms = 0, error = -1;
+    std::string failure;
+  };
+  std::vector<Row> rows;
+  for (const std::string& kernel : info->kernels()) {
+    Row row;
+    row.kernel = kernel;
+    GemmArgs args;
+    args.m = f.m;
+    args.n = f.n;
+    args.k = f.k;
+    args.kernel = kernel;
+    args.a = a.data();
+    args.b = b.data();
+    std::vector<double> compute, server, end_to_end;
+    for (int i = 0; i < f.warmup + f.repeat; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      auto timing = (*client)->Gemm(args, out.data());
+      const double ms = std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+      if (!timing.ok()) {
+        row.failure = timing.status().ToString();
+        break;
+      }
+      if (i < f.warmup) continue;
+      compute.push_back(timing->compute_ms());
+      server.push_back(timing->server_ms());
+      end_to_end.push_back(ms);
+    }
+    row.compute_ms = Median(compute);
+    row.server_ms = Median(server);
+    row.client_ms = Median(end_to_end);
+    if (f.verify && row.failure.empty()) {
+      row.error = RelativeFrobeniusError(out.data(), want);
+    }
+    rows.push_back(row);
+  }
+  // The yardstick: cuBLAS when the server has it, else the best kernel.
+  double base_ms = 0;
+  std::string base = "cublas";
+  for (const Row& row : rows) {
+    if (row.kernel == "cublas" && row.failure.empty()) base_ms = row.compute_ms;
+  }
+  if (base_ms == 0) {
+    base = "best";
+    for (const Row& row : rows) {
+      if (row.failure.empty() && row.compute_ms > 0 &&
+          (base_ms == 0 || row.compute_ms < base_ms)) {
+        base_ms = row.compute_ms;
+      }
+    }
+  }
+  std::printf("GEMM %ux%ux%u on %s (%s), median of %d after %d warm-up\n",
+              f.m, f.n, f.k, flags.server.c_str(), info->backend().c_str(),
+              f.repeat, f.warmup);
+  std::printf("| kernel | compute ms | TFLOP/s | %% of %s | server ms | "
+              "client ms | client TFLOP/s |%s\n",
+              base.c_str(), f.verify ? " rel. error |" : "");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|%s\n",
+              f.verify ? "---:|" : "");
+  std::vector<std::string> json_rows;
+  for (const Row& row : rows) {
+    if (!row.failure.empty()) {
+      std::printf("| %s | failed: %s |\n", row.kernel.c_str(),
+                  row.failure.c_str());
+      continue;
+    }
+    const double tflops = row.compute_ms > 0 ? flop / row.compute_ms / 1e9 : 0;
+    const double client_tflops = flop / row.client_ms / 1e9;
+    const double percent =
+        row.compute_ms > 0 && base_ms > 0 ? 100.0 * base_ms / row.compute_ms : 0;
+    std::printf("| %s | %.3f | %.3f | %.1f | %.3f | %.3f | %.3f |", row.kernel.c_str(),
+                row.compute_ms, tflops, percent, row.server_ms, row.client_ms,
+                client_tflops);
+    if (f.verify) std::printf(" %.2e |", row.error);
+    std::printf("\n");
+    json_rows.push_back(absl::StrFormat(
+        "{\"kernel\": \"%s\", \"compute_ms\": %.6g, \"tflops\": %.6g, "
+        "\"percent_of_base\": %.6g, \"server_ms\": %.6g, \"client_ms\": "
+        "%.6g}",
+        row.kernel, row.compute_ms, tflops, percent, row.server_ms,
+        row.client_ms));
+  }
+  if (!f.json_path.empty()) {
+    absl::Status s = WriteFile(
+        f.json_path,
+        absl::StrFormat("{\"m\": %u, \"n\": %u, \"k\": %u, \"base\": "
+                        "\"%s\", \"kernels\": [%s]}\n",
+                        f.m, f.n, f.k, base, absl::StrJoin(json_rows, ", ")));
+    if (!s.ok()) return Fail(s);
+  }
+  for (const Row& row : rows) {
+    if (!row.failure.empty() || (f.verify && !(row.error <= 1e-5))) return 2;
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace gemm::client
 
@@ -218,7 +476,22 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   CommonFlags common;
   auto add_common = [&common](CLI::App* sub) {
-    sub->add_option("-s,--server", common.server, "server host:port")
+    sub->add_option("-s,--server", common.server,
+                    "server host:port, or several separated by commas "
+                    "(round robin)")
+        ->capture_default_str();
+    sub->add_option("--connections", common.connections,
+                    "channels (TCP connections) per server")
+        ->capture_default_str();
+    sub->add_option("--max-attempts", common.max_attempts,
+                    "attempts per job when the server says UNAVAILABLE "
+                    "(1: no retries)")
+        ->capture_default_str();
+    sub->add_option("--initial-backoff-ms", common.initial_backoff_ms,
+                    "wait before the first retry (doubles, +-20% jitter)")
+        ->capture_default_str();
+    sub->add_option("--max-backoff-ms", common.max_backoff_ms,
+                    "longest wait between retries")
         ->capture_default_str();
     sub->add_option("--timeout-s", common.timeout_s,
                     "deadline of each call in seconds (0: none)")
@@ -257,7 +530,75 @@ int main(int argc, char** argv) {
   run->add_option("--job-timeout-ms", run_flags.job_timeout_ms,
                   "server-side budget of the job (0: none)");
 
+  LoadFlags load_flags;
+  CLI::App* load = app.add_subcommand(
+      "load", "network load test: many jobs, latency and throughput report");
+  add_common(load);
+  load->add_option("--shapes", load_flags.shapes,
+                   "shape mix MxNxK[:weight],... e.g. "
+                   "128x128x128:0.7,1024x1024x1024:0.3")
+      ->capture_default_str();
+  load->add_option("--kernel", load_flags.kernel, "auto or a kernel from `info`")
+      ->capture_default_str();
+  CLI::Option* concurrency =
+      load->add_option("-c,--concurrency", load_flags.concurrency,
+                       "jobs outstanding (closed loop); with --rate, a cap "
+                       "on jobs outstanding when given")
+          ->capture_default_str();
+  load->add_option("-r,--rate", load_flags.rate,
+                   "jobs started per second (open loop); 0: concurrency mode")
+      ->capture_default_str();
+  load->add_option("--arrivals", load_flags.arrivals,
+                   "gaps between starts in rate mode")
+      ->check(CLI::IsMember({"constant", "poisson"}))
+      ->capture_default_str();
+  load->add_option("-d,--duration-s", load_flags.duration_s,
+                   "length of the measured part (unless --count)")
+      ->capture_default_str();
+  load->add_option("-n,--count", load_flags.count,
+                   "jobs in the measured part (0: use --duration-s)")
+      ->capture_default_str();
+  load->add_option("--warmup-s", load_flags.warmup_s,
+                   "warm-up left out of the figures")
+      ->capture_default_str();
+  load->add_option("--job-timeout-ms", load_flags.job_timeout_ms,
+                   "server-side budget of each job (0: none)");
+  load->add_option("--verify-every", load_flags.verify_every,
+                   "check every Nth result against a float64 reference "
+                   "(0: never)")
+      ->capture_default_str();
+  load->add_option("--seed", load_flags.seed)->capture_default_str();
+  load->add_option("--json", load_flags.json_path, "write the report as JSON");
+  load->add_option("--csv", load_flags.csv_path,
+                   "write the summary as CSV (header and one row)");
+  load->add_option("--plot", load_flags.plot_prefix,
+                   "write PREFIX-latency.png and PREFIX-throughput.png "
+                   "(needs python3 with matplotlib)");
+  load->add_flag("-q,--quiet", load_flags.quiet, "no progress line");
+
+  KernelsFlags kernels_flags;
+  CLI::App* kernels = app.add_subcommand(
+      "kernels", "every kernel of the server on one shape: the chapter's table");
+  add_common(kernels);
+  kernels->add_option("-m", kernels_flags.m)->capture_default_str();
+  kernels->add_option("-n", kernels_flags.n)->capture_default_str();
+  kernels->add_option("-k", kernels_flags.k)->capture_default_str();
+  kernels->add_option("--warmup", kernels_flags.warmup,
+                      "untimed runs per kernel")
+      ->capture_default_str();
+  kernels->add_option("--repeat", kernels_flags.repeat,
+                      "timed runs per kernel (the median is shown)")
+      ->capture_default_str();
+  kernels->add_flag("--verify", kernels_flags.verify,
+                    "check each kernel's C against a float64 reference");
+  kernels->add_option("--json", kernels_flags.json_path,
+                      "write the table as JSON");
+
   CLI11_PARSE(app, argc, argv);
   if (info->parsed()) return RunInfo(common);
+  if (load->parsed()) {
+    return RunLoadTest(common, load_flags, concurrency->count() > 0, argv[0]);
+  }
+  if (kernels->parsed()) return RunKernels(common, kernels_flags);
   return RunGemm(common, run_flags);
 }

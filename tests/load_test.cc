@@ -1,0 +1,188 @@
+// End-to-end tests of the gemm-client CLI: the real binary, run as a
+// subprocess, against a real gemm-server on a loopback port. They check the
+// counts and status codes of `load` reports (text, JSON and CSV), and that
+// `run` and `kernels` work.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "tests/server_process.h"
+
+namespace gemm {
+namespace {
+
+using testing::RunfilePath;
+using testing::ServerProcess;
+
+std::string TempPath(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+};
+
+// Runs gemm-client with `args`; stdout is captured, stderr passes through.
+CliResult RunClient(const std::vector<std::string>& args) {
+  static int runs = 0;
+  const std::string out_path = TempPath(absl::StrCat("client-", runs++, ".out"));
+  const std::string command =
+      absl::StrCat(RunfilePath("client/gemm-client"), " ",
+                   absl::StrJoin(args, " "), " > ", out_path);
+  const int status = std::system(command.c_str());
+  CliResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.out = ReadFile(out_path);
+  return result;
+}
+
+// The number after "key": in a JSON text (first occurrence), or -1.
+double JsonNumber(const std::string& json, const std::string& key) {
+  std::smatch match;
+  if (std::regex_search(json, match,
+                        std::regex("\"" + key + "\": ([-0-9.e+]+)"))) {
+    return std::stod(match[1]);
+  }
+  return -1;
+}
+
+TEST(LoadTest, CountModeReportsExactlyTheCountWithNoErrors) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start().ok());
+  const std::string json = TempPath("count.json");
+  const std::string csv = TempPath("count.csv");
+  CliResult r = RunClient({"load", "-s", server.address(), "--shapes",
+                           "64x64x64:0.7,96x80x72:0.3", "-c", "8", "--count",
+                           "200", "--warmup-s", "0.2", "--verify-every", "5",
+                           "--json", json, "--csv", csv});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("count         200 (ok 200, errors 0)"),
+            std::string::npos)
+      << r.out;
+  for (const char* field :
+       {"requests/s", "GFLOP/s", "MB/s in", "MB/s out", "p99.9", "queued",
+        "upload (h2d)", "compute", "download (d2h)"}) {
+    EXPECT_NE(r.out.find(field), std::string::npos) << field;
+  }
+  const std::string report = ReadFile(json);
+  EXPECT_EQ(JsonNumber(report, "count"), 200) << report;
+  EXPECT_EQ(JsonNumber(report, "ok"), 200);
+  EXPECT_EQ(JsonNumber(report, "errors"), 0);
+  EXPECT_EQ(JsonNumber(report, "verify_failures"), 0);
+  EXPECT_GT(JsonNumber(report, "verified"), 0);
+  EXPECT_GT(JsonNumber(report, "requests_per_s"), 0);
+  EXPECT_GT(JsonNumber(report, "p999"), 0);
+  EXPECT_NE(report.find("\"errors_by_code\": {}"), std::string::npos);
+  EXPECT_NE(report.find("\"64x64x64\": "), std::string::npos);
+  EXPECT_NE(report.find("\"96x80x72\": "), std::string::npos);
+  const std::string table = ReadFile(csv);
+  ASSERT_EQ(std::count(table.begin(), table.end(), '\n'), 2) << table;
+  EXPECT_NE(table.find("concurrency,1,8,0,closed-loop"), std::string::npos)
+      << table;
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+TEST(LoadTest, FullQueueErrorsAreCountedByCodeAndAddUp) {
+  ServerProcess server({"--max-queued-jobs", "1", "--threads", "1"});
+  ASSERT_TRUE(server.Start().ok());
+  const std::string json = TempPath("full.json");
+  CliResult r = RunClient({"load", "-s", server.address(), "--shapes",
+                           "128x128x128", "-c", "64", "--count", "300",
+                           "--warmup-s", "0", "-q", "--json", json});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string report = ReadFile(json);
+  const double ok = JsonNumber(report, "ok");
+  const double errors = JsonNumber(report, "errors");
+  EXPECT_EQ(JsonNumber(report, "count"), 300) << report;
+  EXPECT_EQ(ok + errors, 300);
+  EXPECT_GT(ok, 0);
+  EXPECT_GT(errors, 0) << "64 jobs outstanding against a queue of 1";
+  EXPECT_EQ(JsonNumber(report, "UNAVAILABLE"), errors) << report;
+  EXPECT_NE(r.out.find("UNAVAILABLE"), std::string::npos);
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+TEST(LoadTest, RetriesHideAFullQueue) {
+  ServerProcess server({"--max-queued-jobs", "1", "--threads", "1"});
+  ASSERT_TRUE(server.Start().ok());
+  const std::string json = TempPath("retried.json");
+  CliResult r = RunClient(
+      {"load", "-s", server.address(), "--shapes", "128x128x128", "-c", "16",
+       "--count", "200", "--warmup-s", "0", "-q", "--max-attempts", "100",
+       "--initial-backoff-ms", "2", "--max-backoff-ms", "20", "--json", json});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string report = ReadFile(json);
+  EXPECT_EQ(JsonNumber(report, "count"), 200) << report;
+  EXPECT_EQ(JsonNumber(report, "errors"), 0) << report;
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+TEST(LoadTest, PoissonRateModeRunsForTheDuration) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start().ok());
+  const std::string json = TempPath("rate.json");
+  CliResult r = RunClient({"load", "-s", server.address(), "--shapes",
+                           "32x32x32", "-r", "200", "--arrivals", "poisson",
+                           "-d", "1.5", "--warmup-s", "0.3", "--connections",
+                           "2", "--json", json});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string report = ReadFile(json);
+  EXPECT_NE(report.find("\"arrivals\": \"poisson\""), std::string::npos);
+  EXPECT_EQ(JsonNumber(report, "connections"), 2);
+  // About 300 jobs; Poisson noise is far inside these bounds.
+  EXPECT_GT(JsonNumber(report, "count"), 180) << report;
+  EXPECT_LT(JsonNumber(report, "count"), 450) << report;
+  EXPECT_EQ(JsonNumber(report, "errors"), 0);
+  EXPECT_GT(JsonNumber(report, "warmup_jobs"), 0);
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+TEST(RunCommandTest, RunVerifiesAndWritesNpy) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start().ok());
+  const std::string out = TempPath("c.npy");
+  CliResult r = RunClient({"run", "-s", server.address(), "-m", "100", "-n",
+                           "90", "-k", "80", "--verify", "--repeat", "2",
+                           "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("run 2:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("vs float64 OK"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("compute"), std::string::npos);
+  EXPECT_EQ(ReadFile(out).substr(1, 5), "NUMPY");
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+TEST(KernelsCommandTest, TheCpuBackendHasOneRow) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start().ok());
+  CliResult r = RunClient({"kernels", "-s", server.address(), "-m", "64",
+                           "-n", "64", "-k", "64", "--verify"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("% of best"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| cpu | "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 100.0 |"), std::string::npos) << r.out;
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+}  // namespace
+}  // namespace gemm
