@@ -51,12 +51,30 @@ absl::Status InflightBudget::Reserve(uint64_t bytes,
   return absl::OkStatus();
 }
 
-GemmJob::GemmJob(GemmProblem problem, InflightBudget::Reservation reservation)
+HostBuffer::HostBuffer(HostAllocator* allocator, uint64_t elements) {
+  bytes_ = 4 * std::max<uint64_t>(1, elements);
+  if (allocator != nullptr) {
+    data_ = static_cast<float*>(allocator->Allocate(bytes_));
+    if (data_ != nullptr) allocator_ = allocator;
+  }
+  if (data_ == nullptr) data_ = new float[bytes_ / 4];
+}
+
+HostBuffer::~HostBuffer() {
+  if (allocator_ != nullptr) {
+    allocator_->Free(data_, bytes_);
+  } else {
+    delete[] data_;
+  }
+}
+
+GemmJob::GemmJob(GemmProblem problem, InflightBudget::Reservation reservation,
+                 HostAllocator* allocator)
     : problem_(std::move(problem)),
       reservation_(std::move(reservation)),
-      a_(new float[std::max<uint64_t>(1, problem_.shape.a_elements())]),
-      b_(new float[std::max<uint64_t>(1, problem_.shape.b_elements())]),
-      c_(new float[std::max<uint64_t>(1, problem_.shape.c_elements())]) {}
+      a_(allocator, problem_.shape.a_elements()),
+      b_(allocator, problem_.shape.b_elements()),
+      c_(allocator, problem_.shape.c_elements()) {}
 
 bool GemmJob::IsCancelled() const {
   return cancelled_.load() || (cancel_check_ && cancel_check_());

@@ -110,23 +110,61 @@ class InflightBudget {
   std::atomic<uint64_t> used_{0};
 };
 
+// Where a job's operands live in host memory. The CUDA backend supplies one
+// that hands out pinned (page-locked) blocks, so that the service's copy of
+// the request bytes lands directly in memory the GPU's copy engines can
+// read. Thread-safe implementations only.
+class HostAllocator {
+ public:
+  virtual ~HostAllocator() = default;
+  // At least `bytes` bytes, 64-byte aligned; nullptr when none can be had.
+  virtual void* Allocate(uint64_t bytes) = 0;
+  // Returns a block from Allocate(`bytes`).
+  virtual void Free(void* block, uint64_t bytes) = 0;
+};
+
+// One operand's host storage: from a HostAllocator, or from new[] when there
+// is none (or it had nothing to give).
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  HostBuffer(HostAllocator* allocator, uint64_t elements);
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  ~HostBuffer();
+  float* data() const { return data_; }
+  // True when the block came from the allocator (pinned, for CUDA).
+  bool from_allocator() const { return allocator_ != nullptr; }
+
+ private:
+  HostAllocator* allocator_ = nullptr;
+  uint64_t bytes_ = 0;
+  float* data_ = nullptr;
+};
+
 class GemmJob {
  public:
   using DoneCallback = std::function<void(GemmJob& job, absl::Status status)>;
 
-  // Allocates (uninitialized) host storage for A, B and C.
-  GemmJob(GemmProblem problem, InflightBudget::Reservation reservation);
+  // Allocates (uninitialized) host storage for A, B and C, from `allocator`
+  // when given (it must outlive the job), else from the heap.
+  GemmJob(GemmProblem problem, InflightBudget::Reservation reservation,
+          HostAllocator* allocator = nullptr);
   GemmJob(const GemmJob&) = delete;
   GemmJob& operator=(const GemmJob&) = delete;
 
   const GemmProblem& problem() const { return problem_; }
   const GemmShape& shape() const { return problem_.shape; }
 
-  float* a() { return a_.get(); }
-  float* b() { return b_.get(); }
+  float* a() { return a_.data(); }
+  float* b() { return b_.data(); }
   // Holds the input C (when beta is not 0) and, once done, the result.
-  float* c() { return c_.get(); }
-  const float* c() const { return c_.get(); }
+  float* c() { return c_.data(); }
+  const float* c() const { return c_.data(); }
+  // True when A, B and C all came from the HostAllocator.
+  bool host_storage_from_allocator() const {
+    return a_.from_allocator() && b_.from_allocator() && c_.from_allocator();
+  }
 
   void set_done_callback(DoneCallback callback) {
     done_ = std::move(callback);
@@ -154,9 +192,9 @@ class GemmJob {
  private:
   const GemmProblem problem_;
   InflightBudget::Reservation reservation_;
-  std::unique_ptr<float[]> a_;
-  std::unique_ptr<float[]> b_;
-  std::unique_ptr<float[]> c_;
+  HostBuffer a_;
+  HostBuffer b_;
+  HostBuffer c_;
   absl::Time ready_time_ = absl::InfinitePast();
   absl::Time call_deadline_ = absl::InfiniteFuture();
   absl::Time deadline_ = absl::InfiniteFuture();

@@ -7,6 +7,9 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/cpu_executor.h"
+#ifdef GEMM_HAVE_CUDA
+#include "server/cuda_executor.h"
+#endif
 #include "server/status_macros.h"
 #include "server/version.h"
 #include "spdlog/spdlog.h"
@@ -16,23 +19,59 @@ namespace {
 
 constexpr char kServiceName[] = "gemm.v1.GemmService";
 
-absl::StatusOr<std::unique_ptr<Executor>> MakeExecutor(
-    const GemmServer::Options& options) {
-  if (options.backend == "cuda") {
-    return absl::FailedPreconditionError(
-        "--backend=cuda: this build has no CUDA engine yet; use --backend=cpu "
-        "or auto");
-  }
-  if (options.backend != "auto" && options.backend != "cpu") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--backend: must be auto, cuda or cpu, got '", options.backend, "'"));
-  }
+// The executor, with its host allocator and worker count.
+struct Backend {
+  std::unique_ptr<Executor> executor;
+  HostAllocator* host_allocator = nullptr;
+  int workers = 1;
+};
+
+absl::StatusOr<Backend> MakeCpuBackend(const GemmServer::Options& options) {
   CpuExecutor::Options cpu;
   cpu.threads = options.cpu_threads;
   cpu.fail_kernel = options.testing_fail_kernel;
   ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutor> executor,
                    CpuExecutor::Create(cpu));
-  return std::unique_ptr<Executor>(std::move(executor));
+  Backend backend;
+  backend.executor = std::move(executor);
+  return backend;
+}
+
+absl::StatusOr<Backend> MakeBackend(const GemmServer::Options& options) {
+  if (options.backend != "auto" && options.backend != "cuda" &&
+      options.backend != "cpu") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--backend: must be auto, cuda or cpu, got '", options.backend, "'"));
+  }
+  if (options.backend == "cpu") return MakeCpuBackend(options);
+#ifdef GEMM_HAVE_CUDA
+  std::string why;
+  if (CudaExecutor::VisibleDeviceCount(&why) == 0) {
+    if (options.backend == "cuda") {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--backend=cuda, but no GPU can be used (", why,
+          "); use --backend=cpu or auto"));
+    }
+    spdlog::info("no GPU ({}); using the cpu backend", why);
+    return MakeCpuBackend(options);
+  }
+  CudaExecutorOptions cuda = options.cuda;
+  if (cuda.fail_kernel.empty()) cuda.fail_kernel = options.testing_fail_kernel;
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutor> executor,
+                   CudaExecutor::Create(cuda));
+  Backend backend;
+  backend.host_allocator = executor->host_allocator();
+  backend.workers = executor->concurrency();
+  backend.executor = std::move(executor);
+  return backend;
+#else
+  if (options.backend == "cuda") {
+    return absl::FailedPreconditionError(
+        "--backend=cuda: this gemm-server was built without CUDA; use "
+        "--backend=cpu or auto");
+  }
+  return MakeCpuBackend(options);
+#endif
 }
 
 }  // namespace
@@ -50,13 +89,17 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
         "result_chunk_bytes must be between 4 and max_message_bytes");
   }
   std::unique_ptr<GemmServer> server(new GemmServer());
-  ASSIGN_OR_RETURN(server->executor_, MakeExecutor(options));
+  ASSIGN_OR_RETURN(Backend backend, MakeBackend(options));
+  server->executor_ = std::move(backend.executor);
+  server->host_allocator_ = backend.host_allocator;
+  BatchScheduler::Options batching = options.batching;
+  if (batching.num_workers == 0) batching.num_workers = backend.workers;
   ASSIGN_OR_RETURN(server->scheduler_,
-                   BatchScheduler::Create(options.batching,
-                                          server->executor_.get()));
+                   BatchScheduler::Create(batching, server->executor_.get()));
   GemmServiceImpl::Options service_options;
   service_options.limits = options.limits;
   service_options.version = kVersion;
+  service_options.host_allocator = server->host_allocator_;
   server->service_ = std::make_unique<GemmServiceImpl>(
       service_options, server->executor_.get(), server->scheduler_.get());
 
@@ -92,13 +135,14 @@ void GemmServer::Shutdown(absl::Duration grace) {
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->SetServingStatus(false);
   }
-  scheduler_->StopAccepting();
+  // A server whose Create() failed part-way may lack a scheduler.
+  if (scheduler_ != nullptr) scheduler_->StopAccepting();
   if (server_ != nullptr) {
     // Waits for open calls, whose accepted jobs keep running meanwhile.
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
   }
-  scheduler_->Stop();
+  if (scheduler_ != nullptr) scheduler_->Stop();
   if (server_ != nullptr) server_->Wait();
 }
 

@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "server/batch_scheduler.h"
+#include "server/cuda_executor_options.h"
 #include "server/executor.h"
 #include "server/gemm_service.h"
 #include "server/validation.h"
@@ -35,7 +36,13 @@ class GemmServer {
     std::string backend = "auto";
     // OpenBLAS threads per GEMM on the CPU backend; 0 = OpenBLAS's default.
     int cpu_threads = 0;
+    // The CUDA backend's devices, streams, pools and dispatch table; see
+    // cuda_executor_options.h for each default.
+    CudaExecutorOptions cuda;
     ServiceLimits limits;
+    // batching.num_workers 0 means the backend's choice: 1 on the CPU,
+    // devices x streams_per_device on CUDA. The other fields keep
+    // BatchScheduler::Options's defaults.
     BatchScheduler::Options batching;
     // Testing hook: jobs naming this kernel fail with INTERNAL. Empty (the
     // default) disables it.
@@ -59,6 +66,8 @@ class GemmServer {
   GemmServer() = default;
 
   std::unique_ptr<Executor> executor_;
+  // The executor's pinned pool on CUDA (jobs' host storage); else nullptr.
+  HostAllocator* host_allocator_ = nullptr;
   std::unique_ptr<BatchScheduler> scheduler_;
   std::unique_ptr<GemmServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -354,7 +354,8 @@ absl::StatusOr<std::shared_ptr<GemmJob>> GemmServiceImpl::NewJob(
   InflightBudget::Reservation reservation;
   RETURN_IF_ERROR(
       budget_.Reserve(problem.shape.total_bytes(), &reservation));
-  return std::make_shared<GemmJob>(problem, std::move(reservation));
+  return std::make_shared<GemmJob>(problem, std::move(reservation),
+                                   options_.host_allocator);
 }
 
 grpc::ServerUnaryReactor* GemmServiceImpl::Info(

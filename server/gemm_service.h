@@ -36,6 +36,9 @@ class GemmServiceImpl final : public v1::GemmService::CallbackService {
     ServiceLimits limits;
     // Reported by Info.
     std::string version;
+    // Host storage of new jobs (pinned memory on the CUDA backend); must
+    // outlive the service. Default nullptr: the heap.
+    HostAllocator* host_allocator = nullptr;
   };
 
   // `executor` and `scheduler` must outlive the service.

@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   std::string port_file;
   double max_queue_delay_us = 0;
   double shutdown_grace_s = 30;
+  // 0: the backend's choice (1 on the CPU, devices x streams on CUDA).
+  options.batching.num_workers = 0;
 
   CLI::App app{"gemm-server: SGEMM as a gRPC service (gemm.v1.GemmService)"};
   app.set_version_flag("--version", std::string(gemm::kVersion));
@@ -59,8 +61,30 @@ int main(int argc, char** argv) {
                  "longest a job waits for others to join its batch")
       ->capture_default_str();
   app.add_option("--workers", options.batching.num_workers,
-                 "batches executing at once")
+                 "batches executing at once; 0: the backend's choice (1 on "
+                 "the CPU, devices x streams-per-device on CUDA)")
       ->capture_default_str();
+  app.add_option("--devices", options.cuda.devices,
+                 "CUDA devices to use, e.g. 0,1 (default: all visible)")
+      ->delimiter(',');
+  app.add_option("--streams-per-device", options.cuda.streams_per_device,
+                 "CUDA streams per device: batches in flight on each GPU")
+      ->capture_default_str();
+  app.add_option("--device-memory-budget-bytes",
+                 options.cuda.device_memory_budget_bytes,
+                 "device memory per GPU for operands (0: 90% of the free "
+                 "memory at start); larger jobs get RESOURCE_EXHAUSTED")
+      ->capture_default_str();
+  app.add_option("--pinned-cache-bytes", options.cuda.pinned_cache_bytes,
+                 "pinned host memory kept for reuse after jobs end")
+      ->capture_default_str();
+  app.add_option("--calibrate", options.cuda.calibrate,
+                 "measure v5 vs cuBLAS at start for kernel=auto (false: auto "
+                 "runs cuBLAS)")
+      ->capture_default_str();
+  app.add_option("--dispatch-cache", options.cuda.dispatch_cache,
+                 "file the dispatch table is loaded from if it holds one for "
+                 "this GPU, else saved to after calibrating");
   app.add_option("--shutdown-grace-s", shutdown_grace_s,
                  "on SIGINT/SIGTERM, how long open calls may take to finish")
       ->capture_default_str();

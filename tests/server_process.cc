@@ -40,7 +40,12 @@ ServerProcess::~ServerProcess() {
 
 absl::Status ServerProcess::Start() {
   std::remove(port_file_.c_str());
-  const std::string binary = RunfilePath("server/gemm-server");
+  // GEMM_SERVER_BINARY runs the suites outside Bazel (e.g. on a GPU host
+  // that has the binaries but no runfiles).
+  const char* override_binary = std::getenv("GEMM_SERVER_BINARY");
+  const std::string binary = override_binary != nullptr
+                                 ? std::string(override_binary)
+                                 : RunfilePath("server/gemm-server");
   std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0",
                                    "--port-file", port_file_,
                                    "--log-level", "warn"};

@@ -24,7 +24,8 @@ class ServerProcess {
   explicit ServerProcess(std::vector<std::string> extra_flags = {});
   ~ServerProcess();  // SIGKILLs a server still running.
 
-  // Starts the server and waits (up to 20 s) until it listens.
+  // Starts the server (GEMM_SERVER_BINARY when set, else the runfile
+  // server/gemm-server) and waits (up to 20 s) until it listens.
   absl::Status Start();
   // "127.0.0.1:PORT".
   std::string address() const;

@@ -1,0 +1,175 @@
+// dispatch-bench: how close "auto" comes to the better of v5 and cuBLAS.
+//
+// Builds a CudaExecutor (which calibrates its dispatch table, or loads it
+// from --dispatch-cache), then times v5 and cuBLAS on a sweep of shapes that
+// are mostly off the calibration grid (CUDA events, median of --reps after
+// a warm-up, random operands) and reports, per shape, auto's choice, the
+// best kernel and auto's slowdown against it. Writes JSON.
+//
+//   dispatch-bench --out bench/results/h200-dispatch-2026-11-30.json
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "kernels/sgemm.h"
+#include "server/cuda_executor.h"
+
+namespace {
+
+using gemm::kernels::KernelRegistry;
+using gemm::kernels::SgemmArgs;
+
+#define CHECK_CUDA(x)                                              \
+  do {                                                             \
+    cudaError_t e = (x);                                           \
+    if (e != cudaSuccess) {                                        \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); \
+      std::exit(1);                                                \
+    }                                                              \
+  } while (0)
+
+double TimeMs(const std::string& name, int m, int n, int k, const float* a,
+              const float* b, float* c, cudaStream_t stream, int reps) {
+  const auto* kernel = KernelRegistry::Global().Find(name);
+  SgemmArgs args;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.a = a;
+  args.lda = k;
+  args.b = b;
+  args.ldb = n;
+  args.c = c;
+  args.ldc = n;
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  if (!kernel->Launch(args, stream).ok()) std::exit(1);
+  std::vector<float> ms;
+  for (int r = 0; r < reps; ++r) {
+    CHECK_CUDA(cudaEventRecord(start, stream));
+    if (!kernel->Launch(args, stream).ok()) std::exit(1);
+    CHECK_CUDA(cudaEventRecord(stop, stream));
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    float t;
+    CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out, cache;
+  int reps = 7;
+  CLI::App app{"dispatch-bench: auto vs the best of v5 and cuBLAS"};
+  app.add_option("--out", out, "JSON file");
+  app.add_option("--dispatch-cache", cache, "as gemm-server's flag");
+  app.add_option("--reps", reps)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  gemm::server::CudaExecutor::Options options;
+  options.devices = {0};
+  options.dispatch_cache = cache;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto executor = gemm::server::CudaExecutor::Create(options);
+  if (!executor.ok()) {
+    std::fprintf(stderr, "%s\n", executor.status().ToString().c_str());
+    return 1;
+  }
+  const double create_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  const auto& policy = (*executor)->dispatch_policy();
+
+  std::vector<std::array<int, 3>> shapes;
+  for (int s : {48, 100, 128, 200, 300, 512, 700, 1000, 1500, 2048, 3000, 4096,
+                5000, 6144}) {
+    shapes.push_back({s, s, s});
+  }
+  for (auto s : std::vector<std::array<int, 3>>{{1000, 999, 777},
+                                                {4095, 4097, 4093},
+                                                {16, 4096, 4096},
+                                                {4096, 16, 4096},
+                                                {4096, 4096, 16},
+                                                {64, 64, 8192},
+                                                {8192, 8192, 64},
+                                                {256, 4096, 1024},
+                                                {3000, 200, 3000},
+                                                {1, 4096, 4096},
+                                                {333, 555, 777},
+                                                {2500, 2500, 100}}) {
+    shapes.push_back(s);
+  }
+  size_t largest = 0;
+  for (auto& s : shapes) {
+    largest = std::max({largest, size_t(s[0]) * s[2], size_t(s[2]) * s[1],
+                        size_t(s[0]) * s[1]});
+  }
+  std::vector<float> host(largest);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (float& x : host) x = dist(rng);
+  float *a, *b, *c;
+  CHECK_CUDA(cudaSetDevice(0));
+  CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&a), 4 * largest));
+  CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&b), 4 * largest));
+  CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&c), 4 * largest));
+  CHECK_CUDA(cudaMemcpy(a, host.data(), 4 * largest, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(b, host.data(), 4 * largest, cudaMemcpyHostToDevice));
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+  std::vector<std::string> rows;
+  double worst = 0, sum_auto = 0, sum_best = 0;
+  std::printf("%-18s %10s %10s %8s %8s %9s\n", "shape", "v5 ms", "cublas ms",
+              "auto", "best", "auto/best");
+  for (auto& s : shapes) {
+    gemm::server::GemmShape shape;
+    shape.m = s[0];
+    shape.n = s[1];
+    shape.k = s[2];
+    const double v5 = TimeMs("v5", s[0], s[1], s[2], a, b, c, stream, reps);
+    const double cu = TimeMs("cublas", s[0], s[1], s[2], a, b, c, stream, reps);
+    const std::string chosen = policy.Choose(shape);
+    const double auto_ms = chosen == "v5" ? v5 : cu;
+    const double best = std::min(v5, cu);
+    const double ratio = auto_ms / best;
+    worst = std::max(worst, ratio);
+    sum_auto += auto_ms;
+    sum_best += best;
+    std::printf("%5dx%5dx%5d %10.4f %10.4f %8s %8s %9.3f\n", s[0], s[1], s[2],
+                v5, cu, chosen.c_str(), v5 < cu ? "v5" : "cublas", ratio);
+    rows.push_back(absl::StrFormat(
+        "{\"m\": %d, \"n\": %d, \"k\": %d, \"v5_ms\": %.5f, \"cublas_ms\": "
+        "%.5f, \"auto\": \"%s\", \"best\": \"%s\", \"auto_over_best\": %.4f}",
+        s[0], s[1], s[2], v5, cu, chosen, v5 < cu ? "v5" : "cublas", ratio));
+  }
+  const auto devices = (*executor)->devices();
+  std::printf(
+      "worst auto/best %.3f; sum over the sweep %.3f; table %s (%zu "
+      "shapes), executor start %.2f s\n",
+      worst, sum_auto / sum_best, policy.origin().c_str(),
+      policy.entries().size(), create_s);
+  const std::string json = absl::StrFormat(
+      "{\"device\": \"%s\", \"table\": \"%s\", \"table_shapes\": %d, "
+      "\"executor_start_s\": %.3f, \"reps\": %d, \"worst_auto_over_best\": "
+      "%.4f, \"sweep_auto_over_best\": %.4f, \"shapes\": [%s]}",
+      devices.front().name, policy.origin(), policy.entries().size(), create_s,
+      reps, worst, sum_auto / sum_best, absl::StrJoin(rows, ",\n  "));
+  if (!out.empty()) std::ofstream(out) << json << "\n";
+  return 0;
+}

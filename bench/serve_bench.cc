@@ -1,0 +1,214 @@
+// serve-bench: drives a running gemm-server through libgemm_client and
+// writes what it saw as JSON.
+//
+//   --mode batching: --streams concurrent GemmStreams (one thread each),
+//     each keeping --depth jobs of --size^3 in flight for --seconds. Reports
+//     requests/s, latency percentiles, the batch sizes the server formed
+//     and the GPU-side throughput: jobs per second of device compute time,
+//     where a batch's compute time is shared by its batch_size jobs.
+//   --mode single: --reps jobs of --size^3, one at a time; reports the
+//     server's timing breakdown beside the client's wall time and the bytes
+//     moved each way.
+//
+//   serve-bench --target 127.0.0.1:50051 --mode batching --size 128 \
+//       --streams 64 --seconds 10 --out batching-on.json
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/mutex.h"
+#include "client/gemm_client.h"
+#include "client/reference_gemm.h"
+
+namespace {
+
+using gemm::client::GemmArgs;
+using gemm::client::GemmClient;
+using Clock = std::chrono::steady_clock;
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
+}
+
+struct Sample {
+  double latency_ms;
+  gemm::v1::Timing timing;
+};
+
+int RunBatching(GemmClient& client, uint32_t size, int streams, int depth,
+                double seconds, const std::string& kernel, std::string* json) {
+  const uint64_t elements = uint64_t{size} * size;
+  std::vector<float> a(elements), b(elements);
+  gemm::client::FillRandom(a.data(), a.size(), 1);
+  gemm::client::FillRandom(b.data(), b.size(), 2);
+  absl::Mutex mu;
+  std::vector<Sample> samples;
+  std::atomic<int> errors{0};
+  std::string first_error;
+  const auto start = Clock::now();
+  const auto stop = start + std::chrono::duration<double>(seconds);
+  std::vector<std::thread> threads;
+  for (int s = 0; s < streams; ++s) {
+    threads.emplace_back([&, s] {
+      std::vector<std::vector<float>> outs(depth, std::vector<float>(elements));
+      auto stream = client.OpenStream();
+      while (Clock::now() < stop) {
+        absl::BlockingCounter done(depth);
+        for (int d = 0; d < depth; ++d) {
+          GemmArgs args{.m = size,
+                        .n = size,
+                        .k = size,
+                        .kernel = kernel,
+                        .a = a.data(),
+                        .b = b.data()};
+          const auto sent = Clock::now();
+          stream->Submit(args, outs[d].data(),
+                         [&, sent](absl::StatusOr<gemm::v1::Timing> t) {
+                           const double ms =
+                               std::chrono::duration<double, std::milli>(
+                                   Clock::now() - sent)
+                                   .count();
+                           absl::MutexLock lock(&mu);
+                           if (t.ok()) {
+                             samples.push_back({ms, *t});
+                           } else {
+                             if (errors++ == 0)
+                               first_error = t.status().ToString();
+                           }
+                           done.DecrementCount();
+                         });
+        }
+        done.Wait();
+      }
+      (void)stream->Finish();
+      (void)s;
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double wall =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  std::vector<double> latency;
+  double gpu_ms = 0, batch_sum = 0, h2d = 0, d2h = 0, compute = 0, queue = 0;
+  for (const Sample& s : samples) {
+    latency.push_back(s.latency_ms);
+    const double bs = std::max<uint32_t>(1, s.timing.batch_size());
+    gpu_ms += s.timing.compute_ms() / bs;
+    batch_sum += bs;
+    h2d += s.timing.h2d_ms();
+    d2h += s.timing.d2h_ms();
+    compute += s.timing.compute_ms();
+    queue += s.timing.queue_ms();
+  }
+  const double n = std::max<size_t>(1, samples.size());
+  const double flops = 2.0 * size * size * size;
+  const double gpu_jobs_per_s = samples.size() / (gpu_ms / 1e3);
+  *json = absl::StrFormat(
+      "{\"mode\": \"batching\", \"size\": %d, \"streams\": %d, \"depth\": %d, "
+      "\"kernel\": \"%s\", \"seconds\": %.3f, \"jobs\": %d, \"errors\": %d, "
+      "\"first_error\": \"%s\", \"requests_per_s\": %.1f, "
+      "\"client_gflops\": %.2f, \"latency_ms\": {\"p50\": %.3f, \"p90\": "
+      "%.3f, \"p99\": %.3f}, \"mean_batch_size\": %.2f, "
+      "\"mean_queue_ms\": %.3f, \"mean_h2d_ms\": %.4f, "
+      "\"mean_compute_ms\": %.4f, \"mean_d2h_ms\": %.4f, "
+      "\"gpu_compute_ms_total\": %.3f, \"gpu_jobs_per_s\": %.0f, "
+      "\"gpu_gflops\": %.1f, \"device\": \"%s\"}",
+      size, streams, depth, kernel, wall, samples.size(), errors.load(),
+      first_error, samples.size() / wall, samples.size() * flops / wall / 1e9,
+      Percentile(latency, 0.5), Percentile(latency, 0.9),
+      Percentile(latency, 0.99), batch_sum / n, queue / n, h2d / n, compute / n,
+      d2h / n, gpu_ms, gpu_jobs_per_s, gpu_jobs_per_s * flops / 1e9,
+      samples.empty() ? "" : samples.front().timing.device());
+  return errors.load() == 0 ? 0 : 1;
+}
+
+int RunSingle(GemmClient& client, uint32_t size, int reps,
+              const std::string& kernel, std::string* json) {
+  const uint64_t elements = uint64_t{size} * size;
+  std::vector<float> a(elements), b(elements), c(elements);
+  gemm::client::FillRandom(a.data(), a.size(), 1);
+  gemm::client::FillRandom(b.data(), b.size(), 2);
+  std::vector<std::string> runs;
+  int failures = 0;
+  for (int r = 0; r < reps; ++r) {
+    GemmArgs args{.m = size,
+                  .n = size,
+                  .k = size,
+                  .kernel = kernel,
+                  .a = a.data(),
+                  .b = b.data()};
+    const auto sent = Clock::now();
+    auto t = client.Gemm(args, c.data());
+    const double ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - sent).count();
+    if (!t.ok()) {
+      ++failures;
+      std::fprintf(stderr, "job failed: %s\n", t.status().ToString().c_str());
+      continue;
+    }
+    runs.push_back(absl::StrFormat(
+        "{\"client_ms\": %.3f, \"server_ms\": %.3f, \"queue_ms\": %.3f, "
+        "\"h2d_ms\": %.3f, \"compute_ms\": %.3f, \"d2h_ms\": %.3f, "
+        "\"kernel\": \"%s\", \"device\": \"%s\", \"gflops\": %.1f}",
+        ms, t->server_ms(), t->queue_ms(), t->h2d_ms(), t->compute_ms(),
+        t->d2h_ms(), t->kernel(), t->device(), t->gflops()));
+  }
+  const uint64_t in_bytes = 2 * 4 * elements, out_bytes = 4 * elements;
+  *json = absl::StrFormat(
+      "{\"mode\": \"single\", \"size\": %d, \"bytes_to_server\": %d, "
+      "\"bytes_from_server\": %d, \"bytes_h2d\": %d, \"bytes_d2h\": %d, "
+      "\"runs\": [%s]}",
+      size, in_bytes, out_bytes, in_bytes, out_bytes,
+      absl::StrJoin(runs, ", "));
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string target = "127.0.0.1:50051", mode = "batching", out,
+              kernel = "auto";
+  uint32_t size = 128;
+  int streams = 64, depth = 1, reps = 3;
+  double seconds = 10;
+  CLI::App app{"serve-bench: load a gemm-server and record what it did"};
+  app.add_option("--target", target)->capture_default_str();
+  app.add_option("--mode", mode, "batching or single")->capture_default_str();
+  app.add_option("--size", size, "M = N = K")->capture_default_str();
+  app.add_option("--streams", streams, "concurrent GemmStreams")
+      ->capture_default_str();
+  app.add_option("--depth", depth, "jobs in flight per stream")
+      ->capture_default_str();
+  app.add_option("--seconds", seconds)->capture_default_str();
+  app.add_option("--reps", reps, "jobs in single mode")->capture_default_str();
+  app.add_option("--kernel", kernel)->capture_default_str();
+  app.add_option("--out", out, "JSON file (default: stdout only)");
+  CLI11_PARSE(app, argc, argv);
+
+  GemmClient::Options options;
+  options.target = target;
+  auto client = GemmClient::Create(options);
+  if (!client.ok()) {
+    std::fprintf(stderr, "%s\n", client.status().ToString().c_str());
+    return 2;
+  }
+  std::string json;
+  const int rc =
+      mode == "single"
+          ? RunSingle(**client, size, reps, kernel, &json)
+          : RunBatching(**client, size, streams, depth, seconds, kernel, &json);
+  std::printf("%s\n", json.c_str());
+  if (!out.empty()) std::ofstream(out) << json << "\n";
+  return rc;
+}

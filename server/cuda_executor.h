@@ -1,0 +1,88 @@
+// CudaExecutor: runs batches of GEMM jobs on one or more CUDA devices.
+//
+// Each device has a pool of streams, a caching device-memory pool with a
+// byte budget, and CUDA events per stream for the timings. All devices
+// share one pinned host pool, which the service uses for the jobs' A, B and
+// C (host_allocator()), so request bytes are copied once into page-locked
+// memory and the copy engines read them from there. A batch of same-shape
+// jobs is packed contiguously on the device and runs as ONE batched launch
+// (cublasSgemmStridedBatched, or the chapter's kernels with batch_count).
+// Execute() picks the least-loaded device with a free stream; several
+// scheduler workers calling Execute() at once overlap one batch's copies
+// with another's kernel. Nothing on the hot path calls cudaMalloc or
+// cudaHostAlloc once the pools hold blocks of the sizes in use.
+//
+// "auto" resolves through a DispatchPolicy measured at start (or loaded
+// from Options::dispatch_cache). Jobs too large for a device's memory
+// budget are refused with RESOURCE_EXHAUSTED at admission (ResolveKernel);
+// an allocation that fails later is RESOURCE_EXHAUSTED, never a crash; CUDA
+// errors are INTERNAL.
+//
+// Thread-safety: thread-safe.
+//
+//   ASSIGN_OR_RETURN(auto executor, CudaExecutor::Create(options));
+//   service_options.host_allocator = executor->host_allocator();
+//   scheduler_options.num_workers = executor->concurrency();
+#ifndef GEMM_SERVER_CUDA_EXECUTOR_H_
+#define GEMM_SERVER_CUDA_EXECUTOR_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "server/cuda_executor_options.h"
+#include "server/dispatch_policy.h"
+#include "server/executor.h"
+
+namespace gemm::server {
+
+class CudaExecutor final : public Executor {
+ public:
+  using Options = CudaExecutorOptions;
+
+  // Visible CUDA devices; 0 with the reason in `why` when there are none
+  // (no driver, no GPU, CUDA_VISIBLE_DEVICES empty).
+  static int VisibleDeviceCount(std::string* why);
+
+  static absl::StatusOr<std::unique_ptr<CudaExecutor>> Create(
+      const Options& options);
+  ~CudaExecutor() override;
+
+  absl::string_view backend() const override { return "cuda"; }
+  std::vector<DeviceDescription> devices() const override;
+  std::vector<std::string> kernels() const override;
+  absl::StatusOr<std::string> ResolveKernel(
+      const GemmShape& shape, absl::string_view requested) const override;
+  absl::Status Execute(const Batch& batch) override;
+
+  // Pinned host storage for jobs; lives as long as the executor.
+  HostAllocator* host_allocator();
+  // Batches that can usefully run at once: devices x streams per device.
+  int concurrency() const;
+  const DispatchPolicy& dispatch_policy() const { return policy_; }
+  // Device memory bytes a job of `shape` needs (its packed operands).
+  static uint64_t DeviceBytes(const GemmShape& shape);
+
+  class PinnedPool;
+  struct Device;
+
+ private:
+  explicit CudaExecutor(const Options& options);
+  // Fills policy_ from the cache file or by measuring v5 and cuBLAS on the
+  // first device.
+  absl::Status Calibrate();
+  // Runs jobs [begin, end) of `batch` as one launch on one device.
+  absl::Status ExecuteChunk(const Batch& batch, size_t begin, size_t end);
+
+  const Options options_;
+  std::unique_ptr<PinnedPool> pinned_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  DispatchPolicy policy_;
+  uint64_t smallest_budget_ = 0;
+};
+
+}  // namespace gemm::server
+
+#endif  // GEMM_SERVER_CUDA_EXECUTOR_H_

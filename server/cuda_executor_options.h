@@ -1,0 +1,44 @@
+// The options of the CUDA backend, apart from its implementation so that
+// GemmServer::Options and main.cc can carry them in builds without CUDA.
+//
+// Thread-safety: a plain value type.
+//
+//   CudaExecutorOptions options;
+//   options.devices = {0, 1};
+//   options.dispatch_cache = "/var/cache/gemm/dispatch.tsv";
+#ifndef GEMM_SERVER_CUDA_EXECUTOR_OPTIONS_H_
+#define GEMM_SERVER_CUDA_EXECUTOR_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gemm::server {
+
+struct CudaExecutorOptions {
+  // CUDA device ordinals to run on. Default empty: every visible device.
+  std::vector<int> devices;
+  // CUDA streams per device: batches one device works on at once, so that
+  // one batch's copies overlap another's kernel. Default 4.
+  int streams_per_device = 4;
+  // Device memory each device may hold for operands, in bytes. 0 (the
+  // default): 90% of the memory free on the device at start.
+  uint64_t device_memory_budget_bytes = 0;
+  // Pinned host memory kept for reuse once jobs end; blocks beyond it go
+  // back to the driver. Default 4 GiB.
+  uint64_t pinned_cache_bytes = uint64_t{4} << 30;
+  // Measure the dispatch table at start. false: "auto" always runs cuBLAS.
+  // Default true.
+  bool calibrate = true;
+  // File the dispatch table is loaded from when it holds one for this GPU,
+  // and saved to after a calibration. Default empty: calibrate at every
+  // start, keep the table in memory only.
+  std::string dispatch_cache;
+  // Testing hook: jobs that name this kernel fail with INTERNAL. Default
+  // empty: off.
+  std::string fail_kernel;
+};
+
+}  // namespace gemm::server
+
+#endif  // GEMM_SERVER_CUDA_EXECUTOR_OPTIONS_H_

@@ -1,0 +1,246 @@
+// CudaExecutor on a real GPU: every kernel, batched and unbatched, against a
+// float64 reference. Skips (with the reason) where no GPU is visible.
+#include "server/cuda_executor.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "client/reference_gemm.h"
+#include "gtest/gtest.h"
+
+namespace gemm::server {
+namespace {
+
+constexpr double kTolerance = 1e-5;
+
+GemmShape Shape(uint32_t m, uint32_t n, uint32_t k, bool ta = false,
+                bool tb = false) {
+  GemmShape s;
+  s.m = m;
+  s.n = n;
+  s.k = k;
+  s.trans_a = ta;
+  s.trans_b = tb;
+  return s;
+}
+
+// A job with random A and B; C random when beta != 0, else NaN (beta == 0
+// must not read it). The output C is therefore poisoned either way: every
+// element must be written.
+struct TestJob {
+  std::shared_ptr<GemmJob> job;
+  std::vector<double> want;
+};
+
+TestJob MakeJob(HostAllocator* allocator, const GemmShape& shape,
+                const std::string& kernel, float alpha, float beta,
+                uint64_t seed) {
+  GemmProblem problem;
+  problem.shape = shape;
+  problem.alpha = alpha;
+  problem.beta = beta;
+  problem.kernel = kernel;
+  TestJob t;
+  t.job = std::make_shared<GemmJob>(problem, InflightBudget::Reservation(),
+                                    allocator);
+  client::FillRandom(t.job->a(), shape.a_elements(), seed);
+  client::FillRandom(t.job->b(), shape.b_elements(), seed + 1);
+  if (beta != 0.0f) {
+    client::FillRandom(t.job->c(), shape.c_elements(), seed + 2);
+  } else {
+    std::fill(t.job->c(), t.job->c() + shape.c_elements(),
+              std::numeric_limits<float>::quiet_NaN());
+  }
+  client::GemmSpec spec{shape.m,       shape.n, shape.k, shape.trans_a,
+                        shape.trans_b, alpha,   beta};
+  t.want = client::ReferenceGemm(spec, t.job->a(), t.job->b(),
+                                 beta != 0.0f ? t.job->c() : nullptr);
+  return t;
+}
+
+class CudaExecutorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string why;
+    if (CudaExecutor::VisibleDeviceCount(&why) == 0) {
+      skip_reason_ = new std::string("no GPU: " + why);
+      return;
+    }
+    CudaExecutor::Options options;
+    options.streams_per_device = 2;
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    options.dispatch_cache =
+        std::string(tmp != nullptr ? tmp : "/tmp") + "/dispatch.tsv";
+    auto executor = CudaExecutor::Create(options);
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    executor_ = executor->release();
+  }
+  static void TearDownTestSuite() {
+    delete executor_;
+    executor_ = nullptr;
+  }
+  void SetUp() override {
+    if (skip_reason_ != nullptr) GTEST_SKIP() << *skip_reason_;
+  }
+
+  // Runs `jobs` as one batch and checks every result.
+  static void RunAndCheck(std::vector<TestJob>& jobs) {
+    Batch batch;
+    for (TestJob& t : jobs) batch.push_back(t.job);
+    ASSERT_TRUE(executor_->Execute(batch).ok());
+    for (TestJob& t : jobs) {
+      const GemmJob& job = *t.job;
+      const double error = client::RelativeFrobeniusError(job.c(), t.want);
+      EXPECT_LE(error, kTolerance)
+          << job.shape().ToString() << " kernel " << job.problem().kernel
+          << " batch " << batch.size();
+      EXPECT_FALSE(std::isnan(error));
+      EXPECT_EQ(job.timing().device.rfind("cuda:", 0), 0u)
+          << job.timing().device;
+      EXPECT_GT(job.timing().compute, absl::ZeroDuration());
+    }
+  }
+
+  static std::string* skip_reason_;
+  static CudaExecutor* executor_;
+};
+std::string* CudaExecutorTest::skip_reason_ = nullptr;
+CudaExecutor* CudaExecutorTest::executor_ = nullptr;
+
+TEST_F(CudaExecutorTest, DescribesDevicesAndKernels) {
+  const auto devices = executor_->devices();
+  ASSERT_FALSE(devices.empty());
+  EXPECT_EQ(devices[0].id.rfind("cuda:", 0), 0u);
+  EXPECT_FALSE(devices[0].name.empty());
+  EXPECT_GT(devices[0].memory_bytes, 0u);
+  EXPECT_FALSE(devices[0].compute_capability.empty());
+  const auto kernels = executor_->kernels();
+  for (const char* name : {"v0", "v1", "v2", "v3", "v4", "v5", "cublas"}) {
+    EXPECT_NE(std::find(kernels.begin(), kernels.end(), name), kernels.end())
+        << name;
+  }
+  EXPECT_GE(executor_->concurrency(), 2);
+}
+
+TEST_F(CudaExecutorTest, ResolvesKernels) {
+  auto chosen = executor_->ResolveKernel(Shape(1024, 1024, 1024), "auto");
+  ASSERT_TRUE(chosen.ok());
+  EXPECT_TRUE(*chosen == "v5" || *chosen == "cublas") << *chosen;
+  EXPECT_EQ(*executor_->ResolveKernel(Shape(8, 8, 8), "v2"), "v2");
+  EXPECT_EQ(executor_->ResolveKernel(Shape(8, 8, 8), "v9").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(executor_->dispatch_policy().entries().size(), 343u);
+}
+
+TEST_F(CudaExecutorTest, EveryKernelOnOddShapesUnbatched) {
+  const std::vector<GemmShape> shapes = {Shape(1, 1, 1),
+                                         Shape(17, 33, 65),
+                                         Shape(127, 129, 131, true, false),
+                                         Shape(130, 67, 257, false, true),
+                                         Shape(64, 96, 33, true, true),
+                                         Shape(1000, 999, 77)};
+  uint64_t seed = 1;
+  for (const std::string& kernel : executor_->kernels()) {
+    for (const GemmShape& shape : shapes) {
+      for (float beta : {0.0f, 0.5f}) {
+        std::vector<TestJob> jobs;
+        jobs.push_back(MakeJob(executor_->host_allocator(), shape, kernel, 1.5f,
+                               beta, seed += 10));
+        EXPECT_TRUE(jobs[0].job->host_storage_from_allocator());
+        RunAndCheck(jobs);
+      }
+    }
+  }
+}
+
+TEST_F(CudaExecutorTest, EveryKernelBatched) {
+  uint64_t seed = 1000;
+  for (const std::string& kernel : executor_->kernels()) {
+    for (const GemmShape& shape : {Shape(65, 63, 31), Shape(128, 128, 128),
+                                   Shape(33, 17, 9, true, true)}) {
+      for (float beta : {0.0f, -0.75f}) {
+        std::vector<TestJob> jobs;
+        for (int i = 0; i < 7; ++i) {
+          jobs.push_back(MakeJob(executor_->host_allocator(), shape, kernel,
+                                 0.5f, beta, seed += 10));
+        }
+        RunAndCheck(jobs);
+        EXPECT_EQ(jobs[0].job->timing().compute, jobs[6].job->timing().compute)
+            << "one launch for the whole batch";
+      }
+    }
+  }
+}
+
+TEST_F(CudaExecutorTest, AutoOnALargeJobAndPageableStorage) {
+  const GemmShape shape = Shape(1023, 1025, 1000);
+  auto chosen = executor_->ResolveKernel(shape, "auto");
+  ASSERT_TRUE(chosen.ok());
+  std::vector<TestJob> jobs;
+  // nullptr allocator: heap memory must work too, only slower.
+  jobs.push_back(MakeJob(nullptr, shape, *chosen, 1.0f, 0.0f, 7));
+  RunAndCheck(jobs);
+}
+
+TEST_F(CudaExecutorTest, CancelledJobsDoNotRun) {
+  std::vector<TestJob> jobs;
+  jobs.push_back(MakeJob(executor_->host_allocator(), Shape(32, 32, 32), "v5",
+                         1.0f, 0.0f, 3));
+  jobs.push_back(MakeJob(executor_->host_allocator(), Shape(32, 32, 32), "v5",
+                         1.0f, 0.0f, 4));
+  absl::Status seen;
+  jobs[0].job->set_done_callback(
+      [&seen](GemmJob&, absl::Status s) { seen = std::move(s); });
+  jobs[0].job->Cancel();
+  Batch batch = {jobs[0].job, jobs[1].job};
+  ASSERT_TRUE(executor_->Execute(batch).ok());
+  EXPECT_EQ(seen.code(), absl::StatusCode::kCancelled);
+  EXPECT_LE(client::RelativeFrobeniusError(jobs[1].job->c(), jobs[1].want),
+            kTolerance);
+}
+
+TEST(CudaExecutorBudgetTest, JobsOverTheBudgetAreRefused) {
+  std::string why;
+  if (CudaExecutor::VisibleDeviceCount(&why) == 0) {
+    GTEST_SKIP() << "no GPU: " << why;
+  }
+  CudaExecutor::Options options;
+  options.calibrate = false;
+  options.device_memory_budget_bytes = 1 << 20;
+  auto executor = CudaExecutor::Create(options);
+  ASSERT_TRUE(executor.ok());
+  EXPECT_EQ((*executor)
+                ->ResolveKernel(Shape(1024, 1024, 1024), "auto")
+                .status()
+                .code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(*(*executor)->ResolveKernel(Shape(64, 64, 64), "auto"), "cublas");
+  // A batch larger than the budget runs in several launches.
+  std::vector<TestJob> jobs;
+  Batch batch;
+  for (int i = 0; i < 12; ++i) {
+    jobs.push_back(MakeJob((*executor)->host_allocator(), Shape(128, 128, 128),
+                           "v5", 1.0f, 0.0f, 50 + i));
+    batch.push_back(jobs.back().job);
+  }
+  ASSERT_TRUE((*executor)->Execute(batch).ok());
+  for (TestJob& t : jobs) {
+    EXPECT_LE(client::RelativeFrobeniusError(t.job->c(), t.want), kTolerance);
+  }
+}
+
+TEST(CudaExecutorBudgetTest, BadDevicesAreRefused) {
+  std::string why;
+  if (CudaExecutor::VisibleDeviceCount(&why) == 0) {
+    GTEST_SKIP() << "no GPU: " << why;
+  }
+  CudaExecutor::Options options;
+  options.calibrate = false;
+  options.devices = {999};
+  EXPECT_EQ(CudaExecutor::Create(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gemm::server

@@ -1,0 +1,84 @@
+// DispatchPolicy: which kernel "auto" runs for a shape, from a table of
+// timings measured on the GPU at hand.
+//
+// The table holds, for a grid of (m, n, k), the time of each candidate
+// kernel (by default v5 and cuBLAS). Choose() takes the grid point nearest
+// to the shape in log2 space and returns its fastest kernel. The table is
+// measured once at start (Calibrate, with a measuring function the CUDA
+// executor supplies, so this file needs no GPU) and may be cached in a
+// small text file (Save/Load), keyed by the device name.
+//
+// Thread-safety: immutable once built; Choose() may be called from any
+// thread.
+//
+//   ASSIGN_OR_RETURN(DispatchPolicy policy,
+//                    DispatchPolicy::Calibrate("NVIDIA H200", {"v5", "cublas"},
+//                                              DispatchPolicy::DefaultGrid(),
+//                                              measure));
+//   std::string kernel = policy.Choose(shape);  // "v5" or "cublas"
+#ifndef GEMM_SERVER_DISPATCH_POLICY_H_
+#define GEMM_SERVER_DISPATCH_POLICY_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "server/gemm_job.h"
+
+namespace gemm::server {
+
+class DispatchPolicy {
+ public:
+  // One grid point: its shape and each candidate's time, in the order of
+  // kernels().
+  struct Entry {
+    uint32_t m = 0, n = 0, k = 0;
+    std::vector<double> ms;
+  };
+  // Times `kernel` on an m x n x k problem (no transposes), in milliseconds.
+  using Measure = std::function<absl::StatusOr<double>(
+      const std::string& kernel, uint32_t m, uint32_t n, uint32_t k)>;
+
+  // The sizes each of m, n and k takes in the default sweep: 64 .. 4096 in
+  // powers of two (7^3 = 343 shapes; about a second on an H200).
+  static std::vector<uint32_t> DefaultGrid();
+
+  // A policy that always picks `kernel` (no table).
+  static DispatchPolicy Fixed(const std::string& kernel);
+
+  // Measures every kernel on every (m, n, k) from `grid`^3.
+  static absl::StatusOr<DispatchPolicy> Calibrate(
+      const std::string& device_name, const std::vector<std::string>& kernels,
+      const std::vector<uint32_t>& grid, const Measure& measure);
+
+  // Reads a table written by Save(). NOT_FOUND when the file is absent,
+  // FAILED_PRECONDITION when it was measured on another device or lacks
+  // one of `kernels`, INVALID_ARGUMENT when it is malformed.
+  static absl::StatusOr<DispatchPolicy> Load(
+      const std::string& path, const std::string& device_name,
+      const std::vector<std::string>& kernels);
+  absl::Status Save(const std::string& path) const;
+
+  // The kernel "auto" runs for `shape`.
+  std::string Choose(const GemmShape& shape) const;
+
+  const std::string& device_name() const { return device_name_; }
+  const std::vector<std::string>& kernels() const { return kernels_; }
+  const std::vector<Entry>& entries() const { return entries_; }
+  // "calibrated", "loaded from PATH" or "fixed".
+  const std::string& origin() const { return origin_; }
+
+ private:
+  std::string device_name_;
+  std::vector<std::string> kernels_;
+  std::vector<Entry> entries_;
+  std::string origin_;
+};
+
+}  // namespace gemm::server
+
+#endif  // GEMM_SERVER_DISPATCH_POLICY_H_

@@ -1,0 +1,93 @@
+#include "server/dispatch_policy.h"
+
+#include <cstdlib>
+#include <fstream>
+
+#include "gtest/gtest.h"
+
+namespace gemm::server {
+namespace {
+
+// A fake GPU: "small" wins below 512 in every dimension, "big" above.
+absl::StatusOr<double> FakeMeasure(const std::string& kernel, uint32_t m,
+                                   uint32_t n, uint32_t k) {
+  const bool small = m < 512 && n < 512 && k < 512;
+  const double base = 1e-6 * m * n * k;
+  return kernel == "small" ? base * (small ? 1.0 : 2.0)
+                           : base * (small ? 2.0 : 1.0);
+}
+
+GemmShape Shape(uint32_t m, uint32_t n, uint32_t k) {
+  GemmShape s;
+  s.m = m;
+  s.n = n;
+  s.k = k;
+  return s;
+}
+
+TEST(DispatchPolicyTest, ChoosesTheFastestAtTheNearestGridPoint) {
+  auto policy = DispatchPolicy::Calibrate("fake", {"small", "big"},
+                                          {64, 256, 1024, 4096}, FakeMeasure);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  EXPECT_EQ(policy->entries().size(), 64u);
+  EXPECT_EQ(policy->Choose(Shape(64, 64, 64)), "small");
+  EXPECT_EQ(policy->Choose(Shape(300, 200, 100)), "small");
+  EXPECT_EQ(policy->Choose(Shape(4096, 4096, 4096)), "big");
+  EXPECT_EQ(policy->Choose(Shape(1000, 999, 777)), "big");
+  // Beyond the grid: the nearest corner.
+  EXPECT_EQ(policy->Choose(Shape(1, 2, 3)), "small");
+  EXPECT_EQ(policy->Choose(Shape(20000, 1, 1)), "big");
+  EXPECT_EQ(policy->Choose(Shape(20000, 20000, 20000)), "big");
+}
+
+TEST(DispatchPolicyTest, FixedAlwaysPicksItsKernel) {
+  DispatchPolicy policy = DispatchPolicy::Fixed("cublas");
+  EXPECT_EQ(policy.Choose(Shape(7, 7, 7)), "cublas");
+  EXPECT_EQ(policy.origin(), "fixed");
+}
+
+TEST(DispatchPolicyTest, MeasurementErrorsFailCalibration) {
+  auto policy =
+      DispatchPolicy::Calibrate("fake", {"a"}, {64},
+                                [](const std::string&, uint32_t, uint32_t,
+                                   uint32_t) -> absl::StatusOr<double> {
+                                  return absl::InternalError("boom");
+                                });
+  EXPECT_EQ(policy.status().code(), absl::StatusCode::kInternal);
+}
+
+TEST(DispatchPolicyTest, SavesAndLoads) {
+  const std::string path =
+      std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR")
+                                             : "/tmp") +
+      "/dispatch_table.tsv";
+  auto policy = DispatchPolicy::Calibrate("fake GPU", {"small", "big"},
+                                          {64, 1024}, FakeMeasure);
+  ASSERT_TRUE(policy.ok());
+  ASSERT_TRUE(policy->Save(path).ok());
+
+  auto loaded = DispatchPolicy::Load(path, "fake GPU", {"small", "big"});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->entries().size(), policy->entries().size());
+  EXPECT_EQ(loaded->Choose(Shape(64, 64, 64)), "small");
+  EXPECT_EQ(loaded->Choose(Shape(2000, 2000, 2000)), "big");
+  EXPECT_NE(loaded->origin().find(path), std::string::npos);
+
+  EXPECT_EQ(
+      DispatchPolicy::Load(path, "other GPU", {"small", "big"}).status().code(),
+      absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      DispatchPolicy::Load(path, "fake GPU", {"v5", "cublas"}).status().code(),
+      absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(DispatchPolicy::Load(path + ".absent", "fake GPU", {"small"})
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+  std::ofstream(path) << "garbage\n";
+  EXPECT_EQ(
+      DispatchPolicy::Load(path, "fake GPU", {"small", "big"}).status().code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gemm::server

@@ -1,0 +1,192 @@
+// End-to-end on a GPU: a real gemm-server with --backend cuda, driven
+// through libgemm_client. Batched and unbatched jobs, mixed shapes, every
+// named kernel and "auto", each compared with a float64 reference. Skips
+// (with the reason) where no GPU is visible.
+//
+// Outside Bazel: GEMM_SERVER_BINARY=path/to/gemm-server gpu_integration_test
+#include <cuda_runtime_api.h>
+#include <signal.h>
+
+#include <atomic>
+#include <limits>
+#include <map>
+
+#include "client/gemm_client.h"
+#include "client/reference_gemm.h"
+#include "gtest/gtest.h"
+#include "tests/server_process.h"
+
+namespace gemm {
+namespace {
+
+using client::GemmArgs;
+using client::GemmClient;
+using testing::ServerProcess;
+
+constexpr double kTolerance = 1e-5;
+
+struct TestJob {
+  GemmArgs args;
+  std::vector<float> a, b, c, out;
+  std::vector<double> want;
+
+  TestJob(uint32_t m, uint32_t n, uint32_t k, bool ta, bool tb, float alpha,
+          float beta, const std::string& kernel, uint64_t seed) {
+    a.resize(uint64_t{m} * k);
+    b.resize(uint64_t{k} * n);
+    client::FillRandom(a.data(), a.size(), seed);
+    client::FillRandom(b.data(), b.size(), seed + 100);
+    if (beta != 0.0f) {
+      c.resize(uint64_t{m} * n);
+      client::FillRandom(c.data(), c.size(), seed + 200);
+    }
+    args = GemmArgs{.m = m,
+                    .n = n,
+                    .k = k,
+                    .trans_a = ta,
+                    .trans_b = tb,
+                    .alpha = alpha,
+                    .beta = beta,
+                    .kernel = kernel,
+                    .a = a.data(),
+                    .b = b.data(),
+                    .c = c.empty() ? nullptr : c.data()};
+    want = client::ReferenceGemm({m, n, k, ta, tb, alpha, beta}, a.data(),
+                                 b.data(), args.c);
+    out.assign(uint64_t{m} * n, std::numeric_limits<float>::quiet_NaN());
+  }
+  double Error() const {
+    return client::RelativeFrobeniusError(out.data(), want);
+  }
+};
+
+std::string NoGpuReason() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    return std::string("no GPU: cudaGetDeviceCount: ") +
+           cudaGetErrorString(err);
+  }
+  return count == 0 ? "no GPU: no CUDA device visible" : "";
+}
+
+class GpuIntegrationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    reason_ = new std::string(NoGpuReason());
+    if (!reason_->empty()) return;
+    // A queue delay long enough for a burst of jobs to form one batch.
+    server_ = new ServerProcess({"--backend", "cuda", "--max-batch-size", "32",
+                                 "--max-queue-delay-us", "20000"});
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  static void TearDownTestSuite() {
+    if (server_ != nullptr) {
+      EXPECT_EQ(server_->Stop(SIGTERM), 0);
+      delete server_;
+      server_ = nullptr;
+    }
+  }
+  void SetUp() override {
+    if (!reason_->empty()) GTEST_SKIP() << *reason_;
+    GemmClient::Options options;
+    options.target = server_->address();
+    auto client = GemmClient::Create(options);
+    ASSERT_TRUE(client.ok());
+    client_ = std::move(*client);
+  }
+
+  // Sends `jobs` pipelined on one stream; returns each job's timing.
+  std::vector<v1::Timing> RunAll(std::vector<std::unique_ptr<TestJob>>& jobs) {
+    std::vector<v1::Timing> timings(jobs.size());
+    std::vector<absl::Status> statuses(jobs.size());
+    auto stream = client_->OpenStream();
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      stream->Submit(jobs[i]->args, jobs[i]->out.data(),
+                     [&, i](absl::StatusOr<v1::Timing> t) {
+                       statuses[i] = t.status();
+                       if (t.ok()) timings[i] = *t;
+                     });
+    }
+    EXPECT_TRUE(stream->Finish().ok());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i];
+      EXPECT_LE(jobs[i]->Error(), kTolerance)
+          << "job " << i << " kernel " << timings[i].kernel();
+      EXPECT_EQ(timings[i].device().rfind("cuda:", 0), 0u);
+    }
+    return timings;
+  }
+
+  static std::string* reason_;
+  static ServerProcess* server_;
+  std::unique_ptr<GemmClient> client_;
+};
+std::string* GpuIntegrationTest::reason_ = nullptr;
+ServerProcess* GpuIntegrationTest::server_ = nullptr;
+
+TEST_F(GpuIntegrationTest, InfoDescribesTheGpu) {
+  auto info = client_->Info();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->backend(), "cuda");
+  ASSERT_GE(info->devices_size(), 1);
+  EXPECT_EQ(info->devices(0).id(), "cuda:0");
+  EXPECT_GT(info->devices(0).memory_bytes(), 0u);
+  EXPECT_FALSE(info->devices(0).compute_capability().empty());
+  std::vector<std::string> kernels(info->kernels().begin(),
+                                   info->kernels().end());
+  for (const char* k : {"v0", "v1", "v2", "v3", "v4", "v5", "cublas"}) {
+    EXPECT_NE(std::find(kernels.begin(), kernels.end(), k), kernels.end()) << k;
+  }
+}
+
+TEST_F(GpuIntegrationTest, EveryKernelUnbatchedOnOddShapes) {
+  for (const char* kernel :
+       {"auto", "v0", "v1", "v2", "v3", "v4", "v5", "cublas"}) {
+    for (int i = 0; i < 3; ++i) {
+      TestJob job(67 + i * 100, 45 + i * 77, 33 + i * 50, i == 1, i == 2, 1.25f,
+                  i == 0 ? 0.0f : 0.5f, kernel, 7 * i + 1);
+      auto timing = client_->Gemm(job.args, job.out.data());
+      ASSERT_TRUE(timing.ok()) << kernel << ": " << timing.status();
+      EXPECT_LE(job.Error(), kTolerance) << kernel;
+      if (std::string(kernel) != "auto") EXPECT_EQ(timing->kernel(), kernel);
+      EXPECT_EQ(timing->device().rfind("cuda:0 ", 0), 0u) << timing->device();
+      EXPECT_GE(timing->server_ms(), timing->compute_ms());
+    }
+  }
+}
+
+TEST_F(GpuIntegrationTest, SameShapeJobsRunAsOneBatchedLaunch) {
+  for (const char* kernel : {"v5", "cublas"}) {
+    std::vector<std::unique_ptr<TestJob>> jobs;
+    for (int i = 0; i < 24; ++i) {
+      jobs.push_back(std::make_unique<TestJob>(128, 96, 80, false, false, 1.0f,
+                                               0.0f, kernel, 500 + i));
+    }
+    auto timings = RunAll(jobs);
+    uint32_t largest = 0;
+    for (const auto& t : timings) largest = std::max(largest, t.batch_size());
+    EXPECT_GT(largest, 1u) << kernel << ": no job ran batched";
+  }
+}
+
+TEST_F(GpuIntegrationTest, MixedShapesRunBackToBack) {
+  std::vector<std::unique_ptr<TestJob>> jobs;
+  for (int i = 0; i < 30; ++i) {
+    const uint32_t m = (i % 3 == 0) ? 64 : 33 + i;
+    jobs.push_back(std::make_unique<TestJob>(
+        m, 40 + (i % 2) * 9, 17 + (i % 4), i % 2 == 1, false, 1.0f,
+        (i % 5 == 0) ? 0.5f : 0.0f, i % 2 ? "v5" : "auto", 1000 + i));
+  }
+  RunAll(jobs);
+}
+
+TEST_F(GpuIntegrationTest, LargeJobOverTheStream) {
+  std::vector<std::unique_ptr<TestJob>> jobs;
+  jobs.push_back(std::make_unique<TestJob>(1100, 1000, 900, false, true, 1.0f,
+                                           0.5f, "auto", 3));
+  RunAll(jobs);
+}
+
+}  // namespace
+}  // namespace gemm
