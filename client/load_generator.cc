@@ -1,11 +1,13 @@
 #include "client/load_generator.h"
 
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <memory>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -523,8 +525,26 @@ absl::StatusOr<LoadReport> RunLoad(GemmClient* client,
   if (options.count == 0 && options.duration <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("need a count or a duration");
   }
+  // With one server, its own counters tell whether every job the client
+  // sent was seen there (assuming no other client uses it meanwhile).
+  absl::StatusOr<v1::InfoResponse> before = client->Info();
   LoadRun run(client, options);
-  return run.Run();
+  absl::StatusOr<LoadReport> report = run.Run();
+  if (!report.ok()) return report;
+  std::set<std::string> distinct(report->targets.begin(),
+                                 report->targets.end());
+  absl::StatusOr<v1::InfoResponse> after = client->Info();
+  if (distinct.size() == 1 && before.ok() && after.ok() &&
+      before->has_stats() && after->has_stats()) {
+    report->have_server_counts = true;
+    report->server_jobs_ok =
+        after->stats().jobs_ok() - before->stats().jobs_ok();
+    report->server_jobs_failed =
+        after->stats().jobs_failed() - before->stats().jobs_failed();
+    report->server_jobs_rejected =
+        after->stats().jobs_rejected() - before->stats().jobs_rejected();
+  }
+  return report;
 }
 
 std::string FormatReportText(const LoadReport& r) {
@@ -552,6 +572,18 @@ std::string FormatReportText(const LoadReport& r) {
                         r.mb_per_s_in);
   absl::StrAppendFormat(&out, "  MB/s out      %.2f (results received)\n",
                         r.mb_per_s_out);
+  if (r.have_server_counts) {
+    const uint64_t server_total =
+        r.server_jobs_ok + r.server_jobs_failed + r.server_jobs_rejected;
+    const uint64_t client_total = r.warmup_jobs + r.count;
+    absl::StrAppendFormat(
+        &out,
+        "  server counts %d jobs (ok %d, failed %d, rejected %d) for the "
+        "client's %d (%d warm-up + %d measured): %s\n",
+        server_total, r.server_jobs_ok, r.server_jobs_failed,
+        r.server_jobs_rejected, client_total, r.warmup_jobs, r.count,
+        server_total == client_total ? "agree" : "DISAGREE");
+  }
   absl::StrAppendFormat(&out, "\nErrors by status code\n");
   if (r.errors_by_code.empty()) absl::StrAppendFormat(&out, "  none\n");
   for (const auto& [code, count] : r.errors_by_code) {
@@ -627,6 +659,13 @@ std::string FormatReportJson(const LoadReport& r) {
   absl::StrAppendFormat(&out, "  \"kernel\": %s,\n", JsonString(r.kernel));
   absl::StrAppendFormat(&out, "  \"warmup_s\": %.6g,\n", r.warmup_s);
   absl::StrAppendFormat(&out, "  \"warmup_jobs\": %d,\n", r.warmup_jobs);
+  if (r.have_server_counts) {
+    absl::StrAppendFormat(&out,
+                          "  \"server_jobs_ok\": %d,\n  \"server_jobs_failed\": "
+                          "%d,\n  \"server_jobs_rejected\": %d,\n",
+                          r.server_jobs_ok, r.server_jobs_failed,
+                          r.server_jobs_rejected);
+  }
   absl::StrAppendFormat(&out, "  \"duration_s\": %.6g,\n", r.duration_s);
   absl::StrAppendFormat(&out, "  \"count\": %d,\n", r.count);
   absl::StrAppendFormat(&out, "  \"ok\": %d,\n", r.ok);

@@ -128,6 +128,12 @@ struct LoadReport {
   uint64_t verified = 0, verify_failures = 0;
   uint64_t stream_restarts = 0;  // streams reopened after breaking
 
+  // The server's own counts (Info's stats) over the whole run, warm-up
+  // included, read before and after; only with a single server address.
+  bool have_server_counts = false;
+  uint64_t server_jobs_ok = 0, server_jobs_failed = 0,
+           server_jobs_rejected = 0;
+
   // Per second of the measured part.
   struct Second {
     double t_s = 0;

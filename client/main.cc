@@ -99,6 +99,11 @@ int RunInfo(const CommonFlags& flags) {
   std::printf("batching max_batch_size %u, max_queue_delay %llu us\n",
               info->batching().max_batch_size(),
               (unsigned long long)info->batching().max_queue_delay_us());
+  std::printf("stats    jobs ok %llu, failed %llu, rejected %llu; up %.1f s\n",
+              (unsigned long long)info->stats().jobs_ok(),
+              (unsigned long long)info->stats().jobs_failed(),
+              (unsigned long long)info->stats().jobs_rejected(),
+              info->stats().uptime_s());
   return 0;
 }
 

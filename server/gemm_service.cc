@@ -119,6 +119,7 @@ class GemmStreamReactor final
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     receiving_.erase(id);
     if (!ended) discarding_.insert(id);
+    service_->CountRejected();
     QueueError(id, std::move(status));
   }
 
@@ -168,6 +169,7 @@ class GemmStreamReactor final
     absl::Status s = CheckOperandBytes(job->problem(), got[v1::OPERAND_A],
                                        got[v1::OPERAND_B], got[v1::OPERAND_C]);
     if (!s.ok()) {
+      service_->CountRejected();
       return QueueError(id, absl::InvalidArgumentError(
                                 absl::StrCat("job_id ", id, ": ", s.message())));
     }
@@ -219,6 +221,7 @@ class GemmStreamReactor final
     if (!s.ok()) {
       running_.erase(job);
       --pending_;
+      service_->CountRejected();
       QueueError(id, std::move(s));
     }
   }
@@ -381,6 +384,11 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Info(
   limits->set_max_queued_jobs(scheduler_->options().max_queued_jobs);
   limits->set_max_inflight_bytes(l.max_inflight_bytes);
   limits->set_result_chunk_bytes(l.result_chunk_bytes);
+  v1::ServerStats* stats = response->mutable_stats();
+  stats->set_jobs_ok(scheduler_->completed_ok());
+  stats->set_jobs_failed(scheduler_->completed_failed());
+  stats->set_jobs_rejected(rejected_.load());
+  stats->set_uptime_s(absl::ToDoubleSeconds(absl::Now() - start_time_));
   v1::Batching* batching = response->mutable_batching();
   batching->set_max_batch_size(scheduler_->options().max_batch_size);
   batching->set_max_queue_delay_us(absl::ToInt64Microseconds(
@@ -425,7 +433,10 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     return scheduler_->Submit(std::move(job));
   };
   absl::Status status = start();
-  if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
+  if (!status.ok()) {
+    CountRejected();
+    reactor->Finish(ToGrpcStatus(status));
+  }
   return reactor;
 }
 

@@ -12,9 +12,12 @@
 #ifndef GEMM_SERVER_GEMM_SERVICE_H_
 #define GEMM_SERVER_GEMM_SERVICE_H_
 
+#include <atomic>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/gemm.grpc.pb.h"
 #include "server/batch_scheduler.h"
@@ -61,12 +64,16 @@ class GemmServiceImpl final : public v1::GemmService::CallbackService {
   Executor& executor() { return *executor_; }
   BatchScheduler& scheduler() { return *scheduler_; }
   InflightBudget& budget() { return budget_; }
+  // Counts a job turned away before it was accepted (for Info's stats).
+  void CountRejected() { rejected_.fetch_add(1); }
 
  private:
   const Options options_;
   Executor* const executor_;
   BatchScheduler* const scheduler_;
   InflightBudget budget_;
+  std::atomic<uint64_t> rejected_{0};
+  const absl::Time start_time_ = absl::Now();
 };
 
 }  // namespace gemm::server

@@ -88,6 +88,18 @@ TEST_F(IntegrationTest, InfoDescribesTheCpuBackend) {
   EXPECT_EQ(info->kernels(0), "cpu");
   EXPECT_EQ(info->limits().max_dim(), 65536u);
   EXPECT_EQ(info->batching().max_batch_size(), 16u);
+  EXPECT_GT(info->stats().uptime_s(), 0);
+  // A rejected and a completed job show in the counters.
+  const auto before = info->stats();
+  TestJob bad(4, 4, 4);
+  bad.args.kernel = "no-such-kernel";
+  EXPECT_FALSE(client->Gemm(bad.args, bad.out.data()).ok());
+  TestJob good(4, 4, 4);
+  EXPECT_TRUE(client->Gemm(good.args, good.out.data()).ok());
+  auto after = client->Info();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->stats().jobs_rejected(), before.jobs_rejected() + 1);
+  EXPECT_EQ(after->stats().jobs_ok(), before.jobs_ok() + 1);
 }
 
 struct ShapeCase {

@@ -90,6 +90,13 @@ TEST(LoadTest, CountModeReportsExactlyTheCountWithNoErrors) {
   EXPECT_EQ(JsonNumber(report, "errors"), 0);
   EXPECT_EQ(JsonNumber(report, "verify_failures"), 0);
   EXPECT_GT(JsonNumber(report, "verified"), 0);
+  // The server's own counters saw every job, warm-up included.
+  EXPECT_EQ(JsonNumber(report, "server_jobs_ok"),
+            200 + JsonNumber(report, "warmup_jobs"))
+      << report;
+  EXPECT_EQ(JsonNumber(report, "server_jobs_failed"), 0);
+  EXPECT_EQ(JsonNumber(report, "server_jobs_rejected"), 0);
+  EXPECT_NE(r.out.find(": agree"), std::string::npos) << r.out;
   EXPECT_GT(JsonNumber(report, "requests_per_s"), 0);
   EXPECT_GT(JsonNumber(report, "p999"), 0);
   EXPECT_NE(report.find("\"errors_by_code\": {}"), std::string::npos);
@@ -118,6 +125,8 @@ TEST(LoadTest, FullQueueErrorsAreCountedByCodeAndAddUp) {
   EXPECT_GT(ok, 0);
   EXPECT_GT(errors, 0) << "64 jobs outstanding against a queue of 1";
   EXPECT_EQ(JsonNumber(report, "UNAVAILABLE"), errors) << report;
+  EXPECT_EQ(JsonNumber(report, "server_jobs_ok"), ok) << report;
+  EXPECT_EQ(JsonNumber(report, "server_jobs_rejected"), errors) << report;
   EXPECT_NE(r.out.find("UNAVAILABLE"), std::string::npos);
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
