@@ -363,6 +363,7 @@ LoadReport LoadRun::Summarize(Clock::time_point measure_start) const {
     }
     ++report.ok;
     ++report.ok_by_target[targets_[r.target]];
+    ++report.ok_by_device[r.timing.device()];
     const double ms = Millis(r.end - r.start);
     const double job_flop = 2.0 * shape.m * shape.n * shape.k;
     latency.push_back(ms);
@@ -622,6 +623,10 @@ std::string FormatReportText(const LoadReport& r) {
         &out, "  %-24s ok %d, errors %d\n", target, ok,
         errors == r.errors_by_target.end() ? 0 : errors->second);
   }
+  absl::StrAppendFormat(&out, "\nPer device (from the server's timing)\n");
+  for (const auto& [device, ok] : r.ok_by_device) {
+    absl::StrAppendFormat(&out, "  %-24s ok %d\n", device, ok);
+  }
   absl::StrAppendFormat(&out, "\nPer shape\n");
   for (const auto& [shape, count] : r.count_by_shape) {
     absl::StrAppendFormat(&out, "  %-24s %d\n", shape, count);
@@ -696,6 +701,8 @@ std::string FormatReportJson(const LoadReport& r) {
                         JsonCounts(r.ok_by_target));
   absl::StrAppendFormat(&out, "  \"errors_by_target\": %s,\n",
                         JsonCounts(r.errors_by_target));
+  absl::StrAppendFormat(&out, "  \"ok_by_device\": %s,\n",
+                        JsonCounts(r.ok_by_device));
   absl::StrAppendFormat(&out, "  \"count_by_shape\": %s,\n",
                         JsonCounts(r.count_by_shape));
   absl::StrAppendFormat(&out, "  \"verified\": %d,\n", r.verified);

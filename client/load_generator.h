@@ -123,6 +123,8 @@ struct LoadReport {
   double mean_batch_size = 0;
   // Per server address: jobs that ended OK and failed there.
   std::map<std::string, uint64_t> ok_by_target, errors_by_target;
+  // Per device that ran the job (Timing.device, e.g. "cuda:1 NVIDIA H200").
+  std::map<std::string, uint64_t> ok_by_device;
   // Per shape ("MxNxK"): measured jobs.
   std::map<std::string, uint64_t> count_by_shape;
   uint64_t verified = 0, verify_failures = 0;

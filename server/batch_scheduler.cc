@@ -168,6 +168,10 @@ Batch BatchScheduler::NextBatch() {
 }
 
 void BatchScheduler::WorkerLoop() {
+  absl::Status prepared = executor_->PrepareWorkerThread();
+  if (!prepared.ok()) {
+    spdlog::warn("worker thread preparation failed: {}", prepared.ToString());
+  }
   while (true) {
     Batch batch;
     std::vector<std::pair<std::shared_ptr<GemmJob>, absl::Status>> dead;

@@ -357,6 +357,34 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
   return executor;
 }
 
+absl::Status CudaExecutor::PrepareWorkerThread() {
+  const SgemmKernel* cublas = KernelRegistry::Global().Find("cublas");
+  if (cublas == nullptr) return absl::OkStatus();
+  for (const std::unique_ptr<Device>& device : devices_) {
+    RETURN_IF_ERROR(
+        CudaStatus(cudaSetDevice(device->ordinal), "cudaSetDevice"));
+    constexpr uint64_t kBytes = 3 * sizeof(float);
+    ASSIGN_OR_RETURN(void* block, device->Allocate(kBytes));
+    float* a = static_cast<float*>(block);
+    Device::Stream& s = device->streams.front();
+    SgemmArgs args;
+    args.m = args.n = args.k = 1;
+    args.a = a;
+    args.b = a + 1;
+    args.c = a + 2;
+    args.lda = args.ldb = args.ldc = 1;
+    absl::Status status = CudaStatus(
+        cudaMemsetAsync(block, 0, kBytes, s.stream), "cudaMemsetAsync");
+    if (status.ok()) status = cublas->Launch(args, s.stream);
+    absl::Status synced =
+        CudaStatus(cudaStreamSynchronize(s.stream), "warm-up synchronize");
+    device->Free(block, kBytes);
+    RETURN_IF_ERROR(status);
+    RETURN_IF_ERROR(synced);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CudaExecutor::Calibrate() {
   Device& device = *devices_.front();
   const std::vector<std::string>& candidates = AutoCandidates();

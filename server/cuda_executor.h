@@ -59,6 +59,9 @@ class CudaExecutor final : public Executor {
 
   // Pinned host storage for jobs; lives as long as the executor.
   HostAllocator* host_allocator();
+  // Creates this thread's cuBLAS handle on every device (a tiny cuBLAS
+  // launch each), so that the first job a worker runs does not pay for it.
+  absl::Status PrepareWorkerThread() override;
   // Batches that can usefully run at once: devices x streams per device.
   int concurrency() const;
   const DispatchPolicy& dispatch_policy() const { return policy_; }

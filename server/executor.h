@@ -50,6 +50,11 @@ class Executor {
   // (all but queued and server, which the scheduler owns). A non-OK status
   // fails the whole batch. Never called with an empty batch.
   virtual absl::Status Execute(const Batch& batch) = 0;
+
+  // Called once on each scheduler worker thread before its first batch, to
+  // create per-thread state (cuBLAS handles, say) off the hot path. Failures
+  // are logged and left for Execute() to report.
+  virtual absl::Status PrepareWorkerThread() { return absl::OkStatus(); }
 };
 
 }  // namespace gemm::server
