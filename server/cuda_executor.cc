@@ -540,20 +540,27 @@ absl::Status CudaExecutor::ExecuteChunk(const Batch& batch, size_t begin,
   const uint64_t sc = PaddedElements(shape.c_elements());
   const uint64_t bytes = 4 * count * (sa + sb + sc);
 
-  // The least-loaded device with a free stream.
+  // The least-loaded device with a free stream; ties go round-robin, so
+  // that light load (every device idle) still spreads over all of them.
   Device* device = nullptr;
   Device::Stream* stream = nullptr;
   {
     absl::MutexLock lock(&slot_mu);
+    static size_t first_choice = 0;  // guarded by slot_mu
+    size_t picked = 0;
     auto pick = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       device = nullptr;
       stream = nullptr;
-      for (auto& d : devices_) {
-        for (Device::Stream& s : d->streams) {
+      const size_t n = devices_.size();
+      for (size_t i = 0; i < n; ++i) {
+        const size_t index = (first_choice + i) % n;
+        Device& d = *devices_[index];
+        for (Device::Stream& s : d.streams) {
           if (s.busy) continue;
-          if (device == nullptr || d->load < device->load) {
-            device = d.get();
+          if (device == nullptr || d.load < device->load) {
+            device = &d;
             stream = &s;
+            picked = index;
           }
           break;
         }
@@ -561,6 +568,7 @@ absl::Status CudaExecutor::ExecuteChunk(const Batch& batch, size_t begin,
       return device != nullptr;
     };
     slot_mu.Await(absl::Condition(&pick));
+    first_choice = (picked + 1) % devices_.size();
     stream->busy = true;
     device->load += bytes;
   }
