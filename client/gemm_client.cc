@@ -172,26 +172,33 @@ class JobStream::Reactor final
   // `retries` (may be null when max_attempts is 1) must outlive the call;
   // the token sees to that.
   Reactor(v1::GemmService::Stub* stub, std::shared_ptr<CallTracker> tracker,
-          uint64_t chunk_bytes, absl::Duration timeout, int max_attempts,
+          const GemmClient::Options& options, int max_attempts,
           RetryScheduler* retries)
       : token_(std::move(tracker)),
-        chunk_bytes_(chunk_bytes),
+        chunk_bytes_(options.chunk_bytes),
+        whole_job_max_bytes_(options.whole_job_max_bytes),
+        inline_result_max_bytes_(options.inline_result_max_bytes),
         max_attempts_(retries != nullptr ? max_attempts : 1),
         retries_(retries) {
-    if (timeout > absl::ZeroDuration()) {
-      context_.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    if (options.timeout > absl::ZeroDuration()) {
+      context_.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
     }
     stub->async()->GemmStream(&context_, this);
+  }
+
+  // Starts the call; the reactor owns itself (through `self`) until OnDone.
+  // The call starts only once that ownership is in place: with a deadline
+  // already passed, OnDone can come before StartCall() returns.
+  void Start(std::shared_ptr<Reactor> self) {
+    {
+      absl::MutexLock lock(&mu_);
+      self_ = std::move(self);
+    }
     // Held until writes are done, so that Submit() can start writes from
     // outside reactions without racing OnDone.
     AddHold();
     StartRead(&response_);
     StartCall();
-  }
-
-  void Start(std::shared_ptr<Reactor> self) {
-    absl::MutexLock lock(&mu_);
-    self_ = std::move(self);
   }
 
   void Submit(const GemmArgs& args, float* c_out, GemmCallback done) {
@@ -365,8 +372,30 @@ class JobStream::Reactor final
     request->Clear();
     Job& job = to_send_.front();
     request->set_job_id(job.id);
+    if (!job.params_sent && JobBytes(job.args) <= whole_job_max_bytes_) {
+      // The whole job in one message.
+      v1::GemmRequest* whole = request->mutable_job();
+      FillParams(job.args, whole->mutable_params());
+      whole->mutable_params()->set_inline_result_max_bytes(
+          inline_result_max_bytes_);
+      whole->set_a(reinterpret_cast<const char*>(job.args.a),
+                   OperandBytes(job.args, v1::OPERAND_A));
+      whole->set_b(reinterpret_cast<const char*>(job.args.b),
+                   OperandBytes(job.args, v1::OPERAND_B));
+      if (job.args.beta != 0.0f) {
+        whole->set_c(reinterpret_cast<const char*>(job.args.c),
+                     OperandBytes(job.args, v1::OPERAND_C));
+      }
+      job.params_sent = true;
+      const uint64_t id = job.id;
+      in_flight_.emplace(id, std::move(job));
+      to_send_.pop_front();
+      return;
+    }
     if (!job.params_sent) {
       FillParams(job.args, request->mutable_params());
+      request->mutable_params()->set_inline_result_max_bytes(
+          inline_result_max_bytes_);
       job.params_sent = true;
     }
     // Skip operands with nothing (left) to send.
@@ -443,6 +472,15 @@ class JobStream::Reactor final
       ScheduleRetry(std::move(job));
       in_flight_.erase(it);
       return true;
+    }
+    if (end.code() == 0 && !end.c().empty() && job.c_received == 0) {
+      // The result came inside the end record (inline_result_max_bytes).
+      if (end.c().size() == job.c_bytes) {
+        std::memcpy(job.c_out, end.c().data(), job.c_bytes);
+        job.c_received = job.c_bytes;
+      } else {
+        job.c_received = end.c().size();
+      }
     }
     if (end.code() != 0) {
       *result = absl::Status(static_cast<absl::StatusCode>(end.code()),
@@ -527,6 +565,8 @@ class JobStream::Reactor final
   // First member, so destroyed last: after the context.
   CallTracker::Token token_;
   const uint64_t chunk_bytes_;
+  const uint64_t whole_job_max_bytes_;
+  const uint64_t inline_result_max_bytes_;
   const int max_attempts_;
   RetryScheduler* const retries_;
   grpc::ClientContext context_;
@@ -580,6 +620,16 @@ GemmClient::GemmClient(const Options& options) : options_(options) {
       // Channels with equal arguments share one connection; a channel of its
       // own subchannel pool gets a TCP connection of its own.
       arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+      // Large results: a deep per-stream window and large frames (see
+      // Options).
+      if (options.http2_stream_window_bytes > 0) {
+        arguments.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
+                         options.http2_stream_window_bytes);
+      }
+      if (options.http2_max_frame_bytes > 0) {
+        arguments.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE,
+                         options.http2_max_frame_bytes);
+      }
       Channel channel;
       channel.target = target;
       channel.channel = grpc::CreateCustomChannel(
@@ -710,8 +760,7 @@ void GemmClient::StartAttempt(const GemmArgs& args, float* c_out,
     // A stream of one job: it frees itself once the job has ended. Retries
     // happen here, not inside the stream.
     auto reactor = std::make_shared<JobStream::Reactor>(
-        channel.stub.get(), tracker_, options_.chunk_bytes, options_.timeout,
-        1, nullptr);
+        channel.stub.get(), tracker_, options_, 1, nullptr);
     reactor->Start(reactor);
     reactor->Submit(args, c_out, std::move(done));
     reactor->Close();
@@ -761,8 +810,8 @@ void GemmClient::StartAttempt(const GemmArgs& args, float* c_out,
 std::unique_ptr<JobStream> GemmClient::OpenStream() {
   Channel& channel = NextChannel();
   auto reactor = std::make_shared<JobStream::Reactor>(
-      channel.stub.get(), tracker_, options_.chunk_bytes, options_.timeout,
-      options_.retry.max_attempts, retries_.get());
+      channel.stub.get(), tracker_, options_, options_.retry.max_attempts,
+      retries_.get());
   reactor->Start(reactor);
   return std::make_unique<JobStream>(std::move(reactor), channel.target);
 }

@@ -14,7 +14,9 @@
 // pipeline over all of them.
 //
 // Large jobs: jobs small enough for one message use the unary Gemm call;
-// larger ones go over GemmStream in chunks, transparently.
+// larger ones go over GemmStream in chunks, transparently. On a stream, a
+// job of at most Options.whole_job_max_bytes travels as one message and a
+// result of at most Options.inline_result_max_bytes comes back as one.
 //
 // Results land in the caller's c_out. The unary path copies C once, from the
 // received message into c_out; the stream path copies each result chunk
@@ -174,8 +176,29 @@ class GemmClient {
     // chunks; smaller ones use the unary call. Default 3 MiB, under gRPC's
     // common 4 MiB message limit.
     uint64_t max_unary_bytes = uint64_t{3} << 20;
-    // Size of the chunks a job's operands are cut into. Default 1 MiB.
+    // Size of the chunks a job's operands are cut into. Default 1 MiB
+    // (4 MiB measured slower on the H200 host: docs/performance.md).
     uint64_t chunk_bytes = uint64_t{1} << 20;
+    // Stream jobs whose A, B and C together are at most this go as one
+    // message (StreamRequest.job) instead of a params message and chunks:
+    // one message per small job. Servers before 0.2.0 refuse such messages;
+    // set 0 for them. Default 0 (off): not yet a measured gain
+    // (docs/performance.md).
+    uint64_t whole_job_max_bytes = 0;
+    // Stream results of at most this many bytes come back inside the job's
+    // end record (GemmParams.inline_result_max_bytes) rather than as chunks;
+    // servers before 0.2.0 ignore it and send chunks, which also works.
+    // 0 (the default) disables.
+    uint64_t inline_result_max_bytes = 0;
+    // HTTP/2 flow-control window each stream aims for
+    // (GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES): how far the server may send
+    // results ahead of this client's reads. 0 (the default): gRPC's own
+    // (64 KiB, grown by BDP probing).
+    int http2_stream_window_bytes = 0;
+    // Largest HTTP/2 frame this client accepts
+    // (GRPC_ARG_HTTP2_MAX_FRAME_SIZE), at most 16 MiB - 1. 0 (the
+    // default): gRPC's own (16 KiB).
+    int http2_max_frame_bytes = 0;
     // Largest message received. Default 64 MiB.
     int max_receive_message_bytes = 64 << 20;
     // Deadline of each call attempt (of the whole call for a JobStream);

@@ -33,7 +33,9 @@ struct CommonFlags {
   std::string server = "localhost:50051";
   int connections = 1;
   double timeout_s = 0;
-  uint64_t chunk_bytes = uint64_t{1} << 20;
+  uint64_t chunk_bytes = GemmClient::Options().chunk_bytes;
+  uint64_t whole_job_bytes = GemmClient::Options().whole_job_max_bytes;
+  uint64_t inline_result_bytes = GemmClient::Options().inline_result_max_bytes;
   int max_attempts = 1;
   double initial_backoff_ms = 50;
   double max_backoff_ms = 2000;
@@ -47,6 +49,8 @@ absl::StatusOr<std::unique_ptr<GemmClient>> Connect(const CommonFlags& f) {
   if (targets.size() > 1) options.targets = targets;
   options.connections_per_target = f.connections;
   options.chunk_bytes = f.chunk_bytes;
+  options.whole_job_max_bytes = f.whole_job_bytes;
+  options.inline_result_max_bytes = f.inline_result_bytes;
   options.timeout = absl::Seconds(f.timeout_s);
   options.retry.max_attempts = f.max_attempts;
   options.retry.initial_backoff = absl::Milliseconds(f.initial_backoff_ms);
@@ -503,6 +507,14 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     sub->add_option("--chunk-bytes", common.chunk_bytes,
                     "chunk size for jobs sent over the stream")
+        ->capture_default_str();
+    sub->add_option("--whole-job-bytes", common.whole_job_bytes,
+                    "stream jobs up to this size (A+B+C) go as one message; "
+                    "0 for servers before 0.2.0")
+        ->capture_default_str();
+    sub->add_option("--inline-result-bytes", common.inline_result_bytes,
+                    "stream results up to this size come back inside the "
+                    "job's end record; 0: always in chunks")
         ->capture_default_str();
   };
 

@@ -114,6 +114,16 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
                                           std::numeric_limits<int>::max()));
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
+  // Optionally, for large jobs: a deeper per-stream window and larger
+  // frames than gRPC's (see Options).
+  if (options.http2_stream_window_bytes > 0) {
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
+                               options.http2_stream_window_bytes);
+  }
+  if (options.http2_max_frame_bytes > 0) {
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE,
+                               options.http2_max_frame_bytes);
+  }
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(absl::StrCat(

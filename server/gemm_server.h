@@ -44,6 +44,17 @@ class GemmServer {
     // devices x streams_per_device on CUDA. The other fields keep
     // BatchScheduler::Options's defaults.
     BatchScheduler::Options batching;
+    // HTTP/2 flow-control window each stream aims for (gRPC's
+    // GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES), in bytes: how much a client
+    // may send ahead of the server's reads. gRPC's default (64 KiB, grown
+    // by BDP probing) throttles large jobs over fast links; the cost is up
+    // to this much buffered memory per busy stream. 0 (the default): gRPC's
+    // own; 16 MiB measured no faster on the H200 host (docs/performance.md).
+    int http2_stream_window_bytes = 0;
+    // Largest HTTP/2 frame the server accepts (GRPC_ARG_HTTP2_MAX_FRAME_SIZE),
+    // in bytes, at most 16 MiB - 1; bigger frames mean fewer per-frame steps
+    // for large payloads. 0 (the default): gRPC's own, 16 KiB.
+    int http2_max_frame_bytes = 0;
     // Testing hook: jobs naming this kernel fail with INTERNAL. Empty (the
     // default) disables it.
     std::string testing_fail_kernel;

@@ -98,6 +98,7 @@ class GemmStreamReactor final
   struct Receiving {
     std::shared_ptr<GemmJob> job;
     uint64_t received[4] = {0, 0, 0, 0};  // indexed by v1::Operand
+    uint64_t inline_result_max_bytes = 0;  // from the job's params
   };
   // A message still to send: a job's result (chunks, then its end record)
   // or a failed job's end record.
@@ -106,11 +107,13 @@ class GemmStreamReactor final
     absl::Status status;
     std::shared_ptr<GemmJob> job;  // set for a successful result
     uint64_t offset = 0;           // next byte of C to send
+    // C goes inside the JobEnd (JobEnd.c) rather than in chunks.
+    bool inline_result = false;
   };
 
   void QueueError(uint64_t id, absl::Status status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    outbox_.push_back(Outgoing{id, std::move(status), nullptr, 0});
+    outbox_.push_back(Outgoing{id, std::move(status), nullptr, 0, false});
   }
 
   // Ends job `id` with `status`: drops its partial data and ignores its
@@ -126,6 +129,7 @@ class GemmStreamReactor final
   void HandleRequest(const v1::StreamRequest& req)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const uint64_t id = req.job_id();
+    if (req.has_job()) return HandleWholeJob(req);
     const bool ended = req.end_of_job();
     if (discarding_.count(id) > 0 && !req.has_params()) {
       if (ended) discarding_.erase(id);
@@ -148,6 +152,8 @@ class GemmStreamReactor final
       absl::StatusOr<std::shared_ptr<GemmJob>> job = service_->NewJob(*problem);
       if (!job.ok()) return FailJob(id, job.status(), ended);
       it = receiving_.emplace(id, Receiving{std::move(*job)}).first;
+      it->second.inline_result_max_bytes =
+          req.params().inline_result_max_bytes();
     } else if (it == receiving_.end()) {
       return FailJob(id,
                      absl::InvalidArgumentError(absl::StrCat(
@@ -164,7 +170,9 @@ class GemmStreamReactor final
     if (!ended) return;
 
     std::shared_ptr<GemmJob> job = std::move(receiving.job);
-    const uint64_t* got = receiving.received;
+    const uint64_t got[4] = {receiving.received[0], receiving.received[1],
+                             receiving.received[2], receiving.received[3]};
+    const uint64_t inline_max = receiving.inline_result_max_bytes;
     receiving_.erase(it);
     absl::Status s = CheckOperandBytes(job->problem(), got[v1::OPERAND_A],
                                        got[v1::OPERAND_B], got[v1::OPERAND_C]);
@@ -173,7 +181,52 @@ class GemmStreamReactor final
       return QueueError(id, absl::InvalidArgumentError(
                                 absl::StrCat("job_id ", id, ": ", s.message())));
     }
-    Submit(id, std::move(job));
+    Submit(id, std::move(job), inline_max);
+  }
+
+  // A job whose params and operands all came in one message (req.job):
+  // one copy of each operand into the job's (pinned) storage, no
+  // reassembly.
+  void HandleWholeJob(const v1::StreamRequest& req)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const uint64_t id = req.job_id();
+    discarding_.erase(id);
+    const v1::GemmRequest& whole = req.job();
+    auto fail = [&](absl::Status status) {
+      FailJob(id, std::move(status), /*ended=*/true);
+    };
+    if (receiving_.count(id) > 0) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "job_id ", id, ": job: sent while the job is already open")));
+    }
+    if (req.has_params() || req.operand() != v1::OPERAND_UNSPECIFIED ||
+        req.offset() != 0 || !req.data().empty()) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "job_id ", id,
+          ": job: a whole-job message must not also carry params, operand, "
+          "offset or data")));
+    }
+    if (!whole.has_params()) {
+      return fail(absl::InvalidArgumentError(
+          absl::StrCat("job_id ", id, ": job.params: missing")));
+    }
+    absl::StatusOr<GemmProblem> problem = ValidateParams(
+        whole.params(), service_->options().limits, service_->executor());
+    if (!problem.ok()) return fail(problem.status());
+    absl::Status s = CheckOperandBytes(*problem, whole.a().size(),
+                                       whole.b().size(), whole.c().size());
+    if (!s.ok()) {
+      return fail(absl::InvalidArgumentError(
+          absl::StrCat("job_id ", id, ": ", s.message())));
+    }
+    absl::StatusOr<std::shared_ptr<GemmJob>> job = service_->NewJob(*problem);
+    if (!job.ok()) return fail(job.status());
+    std::memcpy((*job)->a(), whole.a().data(), whole.a().size());
+    std::memcpy((*job)->b(), whole.b().data(), whole.b().size());
+    if (problem->beta != 0.0f) {
+      std::memcpy((*job)->c(), whole.c().data(), whole.c().size());
+    }
+    Submit(id, std::move(*job), whole.params().inline_result_max_bytes());
   }
 
   absl::Status AppendChunk(const v1::StreamRequest& req, Receiving& receiving)
@@ -208,13 +261,17 @@ class GemmStreamReactor final
     return absl::OkStatus();
   }
 
-  void Submit(uint64_t id, std::shared_ptr<GemmJob> job)
+  void Submit(uint64_t id, std::shared_ptr<GemmJob> job,
+              uint64_t inline_result_max_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     job->set_call_deadline(CallDeadline(context_));
     job->MarkReady(absl::Now());
-    job->set_done_callback([this, id](GemmJob& done, absl::Status status) {
-      OnJobDone(id, done, std::move(status));
-    });
+    const bool inline_result =
+        4 * job->shape().c_elements() <= inline_result_max_bytes;
+    job->set_done_callback(
+        [this, id, inline_result](GemmJob& done, absl::Status status) {
+          OnJobDone(id, inline_result, done, std::move(status));
+        });
     running_.insert(job);
     ++pending_;
     absl::Status s = service_->scheduler().Submit(job);
@@ -228,7 +285,8 @@ class GemmStreamReactor final
 
   // Runs on a scheduler thread. The reactor stays alive: Finish() waits
   // for pending_ to reach 0.
-  void OnJobDone(uint64_t id, GemmJob& job, absl::Status status) {
+  void OnJobDone(uint64_t id, bool inline_result, GemmJob& job,
+                 absl::Status status) {
     {
       absl::MutexLock lock(&mu_);
       std::shared_ptr<GemmJob> owned;
@@ -241,7 +299,8 @@ class GemmStreamReactor final
       }
       --pending_;
       if (status.ok()) {
-        outbox_.push_back(Outgoing{id, absl::OkStatus(), std::move(owned), 0});
+        outbox_.push_back(Outgoing{id, absl::OkStatus(), std::move(owned), 0,
+                                   inline_result});
       } else {
         QueueError(id, std::move(status));
       }
@@ -282,7 +341,7 @@ class GemmStreamReactor final
     response->set_job_id(out.job_id);
     if (out.job != nullptr) {
       const uint64_t total = 4 * out.job->shape().c_elements();
-      if (out.offset < total) {
+      if (!out.inline_result && out.offset < total) {
         const uint64_t n = std::min<uint64_t>(
             service_->options().limits.result_chunk_bytes, total - out.offset);
         v1::ResultChunk* chunk = response->mutable_chunk();
@@ -295,6 +354,9 @@ class GemmStreamReactor final
       v1::JobEnd* end = response->mutable_end();
       end->set_code(0);
       FillTiming(*out.job, end->mutable_timing());
+      if (out.inline_result) {
+        end->set_c(reinterpret_cast<const char*>(out.job->c()), total);
+      }
     } else {
       v1::JobEnd* end = response->mutable_end();
       end->set_code(static_cast<int>(out.status.code()));

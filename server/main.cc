@@ -51,6 +51,16 @@ int main(int argc, char** argv) {
   app.add_option("--result-chunk-bytes", options.limits.result_chunk_bytes,
                  "size of result chunks on GemmStream")
       ->capture_default_str();
+  app.add_option("--http2-stream-window-bytes",
+                 options.http2_stream_window_bytes,
+                 "HTTP/2 flow-control window per stream: bytes a client may "
+                 "send ahead of the server's reads (0: gRPC's default)")
+      ->capture_default_str();
+  app.add_option("--http2-max-frame-bytes", options.http2_max_frame_bytes,
+                 "largest HTTP/2 frame accepted, 16384..16777215 (0: gRPC's "
+                 "default)")
+      ->check(CLI::Range(0, 16777215))
+      ->capture_default_str();
   app.add_option("--max-queued-jobs", options.batching.max_queued_jobs,
                  "jobs that may wait; beyond it new jobs get UNAVAILABLE")
       ->capture_default_str();

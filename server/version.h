@@ -4,7 +4,7 @@
 namespace gemm {
 
 // The service's version (semantic versioning), reported by Info.
-inline constexpr char kVersion[] = "0.1.0";
+inline constexpr char kVersion[] = "0.2.0";
 
 }  // namespace gemm
 
