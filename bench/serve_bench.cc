@@ -10,8 +10,8 @@
 //     server's timing breakdown beside the client's wall time and the bytes
 //     moved each way.
 //
-//   serve-bench --target 127.0.0.1:50051 --mode batching --size 128 \
-//       --streams 64 --seconds 10 --out batching-on.json
+//   serve-bench --target 127.0.0.1:50051 --mode batching --size 128
+//       --streams 64 --seconds 10 --out batching-on.json    (one line)
 #include <algorithm>
 #include <atomic>
 #include <chrono>
