@@ -61,17 +61,55 @@ struct Record {
   v1::Timing timing;
 };
 
+// One dispatcher thread and what it owns: every n-th stream, its RNG, its
+// share of the concurrency cap and of the rate, and the records of its jobs.
+// Completions of its jobs take only its lock, so dispatchers do not contend
+// with each other.
+struct Dispatcher {
+  // Whether another job may start under this dispatcher's cap.
+  bool BelowCap() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return cap == 0 || in_flight < cap;
+  }
+
+  int index = 0;
+  std::vector<int> slots;  // indices into LoadRun::streams_
+  uint64_t next_slot = 0;
+  uint64_t cap = 0;  // jobs outstanding at once; 0 = no cap
+  double rate = 0;   // jobs started per second; 0 = closed loop
+  std::mt19937_64 random;
+  std::discrete_distribution<int> pick_shape;
+  // Streams that broke and were replaced; finished at the end, since a
+  // stream cannot be destroyed from its own callbacks.
+  std::vector<std::unique_ptr<JobStream>> broken_streams;
+  uint64_t stream_restarts = 0;
+  std::thread thread;
+
+  mutable absl::Mutex mu;
+  std::vector<std::unique_ptr<float[]>> free_buffers ABSL_GUARDED_BY(mu);
+  std::vector<Record> records ABSL_GUARDED_BY(mu);
+  uint64_t in_flight ABSL_GUARDED_BY(mu) = 0;
+  uint64_t completed ABSL_GUARDED_BY(mu) = 0;
+  uint64_t errors ABSL_GUARDED_BY(mu) = 0;
+  uint64_t verified ABSL_GUARDED_BY(mu) = 0;
+  uint64_t verify_failures ABSL_GUARDED_BY(mu) = 0;
+  std::vector<double> last_second_ms ABSL_GUARDED_BY(mu);
+  std::map<absl::StatusCode, std::string> error_sample ABSL_GUARDED_BY(mu);
+};
+
 class LoadRun {
  public:
   LoadRun(GemmClient* client, const LoadOptions& options)
-      : client_(client), options_(options), random_(options.seed) {}
+      : client_(client), options_(options) {}
 
   absl::StatusOr<LoadReport> Run();
 
  private:
   void Prepare();
-  void Dispatch(Clock::time_point scheduled, bool measured);
-  void OnEnd(int shape, int target, float* out, uint64_t seq,
+  int TargetIndex(const std::string& target) const;
+  void DispatchLoop(Dispatcher* d, Clock::time_point warmup_end,
+                    Clock::time_point stop_at);
+  void Dispatch(Dispatcher* d, Clock::time_point scheduled, bool measured);
+  void OnEnd(Dispatcher* d, int shape, int target, float* out, uint64_t seq,
              Clock::time_point start, bool measured,
              absl::StatusOr<v1::Timing> result);
   void ReportProgress(Clock::time_point start, Clock::time_point warmup_end);
@@ -79,36 +117,24 @@ class LoadRun {
 
   GemmClient* const client_;
   const LoadOptions options_;
-  std::mt19937_64 random_;  // dispatcher thread only
   std::vector<ShapeData> shapes_;
-  std::discrete_distribution<int> pick_shape_;
+  std::vector<double> shape_weights_;
   std::vector<std::string> targets_;  // distinct addresses
-
-  // Streams, one per channel; touched by the dispatcher thread only.
-  std::vector<std::unique_ptr<JobStream>> streams_;
-  std::vector<int> stream_target_;
-  std::vector<std::unique_ptr<JobStream>> broken_streams_;
-  uint64_t next_stream_ = 0;
-  uint64_t stream_restarts_ = 0;
-  uint64_t sent_ = 0;
-  uint64_t warmup_jobs_ = 0;
   size_t out_floats_ = 0;
 
-  mutable absl::Mutex mu_;
-  std::vector<std::unique_ptr<float[]>> free_buffers_ ABSL_GUARDED_BY(mu_);
-  std::vector<Record> records_ ABSL_GUARDED_BY(mu_);
-  uint64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t errors_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t verified_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t verify_failures_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<double> last_second_ms_ ABSL_GUARDED_BY(mu_);
-  std::map<absl::StatusCode, std::string> error_sample_ ABSL_GUARDED_BY(mu_);
-  std::atomic<uint64_t> sent_total_{0};
+  // Streams, one per channel; slot i is touched only by the dispatcher that
+  // owns it (i % dispatchers_.size()).
+  std::vector<std::unique_ptr<JobStream>> streams_;
+  std::vector<int> stream_target_;
+  std::vector<std::unique_ptr<Dispatcher>> dispatchers_;
+
+  // Shared by the dispatchers; exact because each is one atomic step.
+  std::atomic<uint64_t> sent_{0};              // jobs started, warm-up included
+  std::atomic<uint64_t> warmup_jobs_{0};       // of them, in the warm-up
+  std::atomic<uint64_t> measured_claimed_{0};  // --count: measured starts
 };
 
 void LoadRun::Prepare() {
-  std::vector<double> weights;
   uint64_t seed = options_.seed;
   for (const WeightedShape& shape : options_.shapes) {
     ShapeData data;
@@ -122,10 +148,9 @@ void LoadRun::Prepare() {
                                 data.a.data(), data.b.data(), nullptr);
     }
     out_floats_ = std::max<size_t>(out_floats_, uint64_t{shape.m} * shape.n);
-    weights.push_back(shape.weight);
+    shape_weights_.push_back(shape.weight);
     shapes_.push_back(std::move(data));
   }
-  pick_shape_ = std::discrete_distribution<int>(weights.begin(), weights.end());
   for (const std::string& target : client_->channel_targets()) {
     if (std::find(targets_.begin(), targets_.end(), target) == targets_.end()) {
       targets_.push_back(target);
@@ -134,32 +159,116 @@ void LoadRun::Prepare() {
   const size_t channels = client_->channel_targets().size();
   for (size_t i = 0; i < channels; ++i) {
     streams_.push_back(client_->OpenStream());
-    stream_target_.push_back(static_cast<int>(
-        std::find(targets_.begin(), targets_.end(), streams_.back()->target()) -
-        targets_.begin()));
+    stream_target_.push_back(TargetIndex(streams_.back()->target()));
+  }
+
+  // One dispatcher per stream, but never more than the cap allows jobs (a
+  // dispatcher with a cap share of 0 could send nothing); a dispatcher then
+  // owns several streams and rotates over them.
+  const uint64_t cap = options_.concurrency > 0 ? options_.concurrency : 0;
+  const size_t count =
+      cap > 0 ? std::min<size_t>(channels, cap) : std::max<size_t>(channels, 1);
+  for (size_t i = 0; i < count; ++i) {
+    auto d = std::make_unique<Dispatcher>();
+    d->index = static_cast<int>(i);
+    for (size_t slot = i; slot < channels; slot += count) {
+      d->slots.push_back(static_cast<int>(slot));
+    }
+    // Split evenly; the first cap % count dispatchers take one more.
+    if (cap > 0) d->cap = cap / count + (i < cap % count ? 1 : 0);
+    d->rate = options_.rate / count;
+    // Dispatcher 0 draws exactly what the single dispatcher used to.
+    d->random.seed(options_.seed + i * 0x9E3779B97F4A7C15ull);
+    d->pick_shape = std::discrete_distribution<int>(shape_weights_.begin(),
+                                                    shape_weights_.end());
+    {
+      absl::MutexLock lock(&d->mu);
+      d->records.reserve(4096);
+    }
+    dispatchers_.push_back(std::move(d));
   }
 }
 
-void LoadRun::Dispatch(Clock::time_point scheduled, bool measured) {
-  const int shape = pick_shape_(random_);
-  const int slot = static_cast<int>(next_stream_++ % streams_.size());
+int LoadRun::TargetIndex(const std::string& target) const {
+  return static_cast<int>(std::find(targets_.begin(), targets_.end(), target) -
+                          targets_.begin());
+}
+
+void LoadRun::DispatchLoop(Dispatcher* d, Clock::time_point warmup_end,
+                           Clock::time_point stop_at) {
+  const bool by_count = options_.count > 0;
+  const Clock::time_point start =
+      warmup_end - absl::ToChronoNanoseconds(options_.warmup);
+  std::exponential_distribution<double> poisson_gap(d->rate > 0 ? d->rate
+                                                                : 1.0);
+  // Dispatchers start out of phase: with constant gaps, dispatcher i of n
+  // starts i/rate late so that together they start a job every 1/rate;
+  // with Poisson gaps each draws its first gap (the sum of independent
+  // Poisson processes is one of the summed rate).
+  Clock::time_point next_arrival = start;
+  if (options_.rate > 0 && d->index > 0) {
+    const double offset_s =
+        options_.poisson ? poisson_gap(d->random) : d->index / options_.rate;
+    next_arrival += std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(offset_s));
+  }
+  const absl::Condition below_cap(d, &Dispatcher::BelowCap);
+  while (true) {
+    // Wait for a free worker (closed loop) or room under the cap.
+    {
+      absl::MutexLock lock(&d->mu);
+      while (!d->BelowCap()) {
+        d->mu.AwaitWithTimeout(below_cap, absl::Milliseconds(50));
+        if (!by_count && Clock::now() >= stop_at) break;
+      }
+    }
+    Clock::time_point scheduled;
+    if (options_.rate > 0) {
+      scheduled = next_arrival;
+      const double gap_s =
+          options_.poisson ? poisson_gap(d->random) : 1.0 / d->rate;
+      next_arrival += std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(gap_s));
+    } else {
+      scheduled = Clock::now();
+    }
+    const bool measured = scheduled >= warmup_end;
+    if (by_count) {
+      // Claimed before sleeping, so that exactly `count` measured jobs start
+      // over all dispatchers.
+      if (measured && measured_claimed_.fetch_add(1) >= options_.count) break;
+    } else if (scheduled >= stop_at) {
+      break;
+    }
+    if (options_.rate > 0) std::this_thread::sleep_until(scheduled);
+    Dispatch(d, scheduled, measured);
+  }
+  for (int slot : d->slots) streams_[slot]->Finish().IgnoreError();
+  for (auto& stream : d->broken_streams) stream->Finish().IgnoreError();
+}
+
+void LoadRun::Dispatch(Dispatcher* d, Clock::time_point scheduled,
+                       bool measured) {
+  const int shape = d->pick_shape(d->random);
+  const int slot = d->slots[d->next_slot++ % d->slots.size()];
   if (streams_[slot]->done()) {
     // The stream broke (e.g. the server went away): reopen it; the old one
     // is kept until the end, since it cannot be destroyed from its own
     // callbacks.
-    broken_streams_.push_back(std::move(streams_[slot]));
+    d->broken_streams.push_back(std::move(streams_[slot]));
     streams_[slot] = client_->OpenStream();
-    ++stream_restarts_;
+    stream_target_[slot] = TargetIndex(streams_[slot]->target());
+    ++d->stream_restarts;
   }
   float* out;
   {
-    absl::MutexLock lock(&mu_);
-    if (free_buffers_.empty()) {
-      free_buffers_.push_back(std::make_unique<float[]>(out_floats_));
+    absl::MutexLock lock(&d->mu);
+    if (d->free_buffers.empty()) {
+      d->free_buffers.push_back(std::make_unique<float[]>(out_floats_));
     }
-    out = free_buffers_.back().release();
-    free_buffers_.pop_back();
-    ++in_flight_;
+    out = d->free_buffers.back().release();
+    d->free_buffers.pop_back();
+    ++d->in_flight;
   }
   const ShapeData& data = shapes_[shape];
   GemmArgs args;
@@ -170,21 +279,20 @@ void LoadRun::Dispatch(Clock::time_point scheduled, bool measured) {
   args.timeout_ms = options_.job_timeout_ms;
   args.a = data.a.data();
   args.b = data.b.data();
-  const uint64_t seq = sent_++;
-  if (!measured) ++warmup_jobs_;
-  sent_total_.store(sent_, std::memory_order_relaxed);
+  const uint64_t seq = sent_.fetch_add(1, std::memory_order_relaxed);
+  if (!measured) warmup_jobs_.fetch_add(1, std::memory_order_relaxed);
   const int target = stream_target_[slot];
   streams_[slot]->Submit(
       args, out,
-      [this, shape, target, out, seq, scheduled,
+      [this, d, shape, target, out, seq, scheduled,
        measured](absl::StatusOr<v1::Timing> result) {
-        OnEnd(shape, target, out, seq, scheduled, measured,
+        OnEnd(d, shape, target, out, seq, scheduled, measured,
               std::move(result));
       });
 }
 
-void LoadRun::OnEnd(int shape, int target, float* out, uint64_t seq,
-                    Clock::time_point start, bool measured,
+void LoadRun::OnEnd(Dispatcher* d, int shape, int target, float* out,
+                    uint64_t seq, Clock::time_point start, bool measured,
                     absl::StatusOr<v1::Timing> result) {
   Record record;
   record.end = Clock::now();
@@ -201,20 +309,20 @@ void LoadRun::OnEnd(int shape, int target, float* out, uint64_t seq,
       good = RelativeFrobeniusError(out, shapes_[shape].want) <= 1e-5;
     }
   }
-  absl::MutexLock lock(&mu_);
-  if (!result.ok() && error_sample_.count(record.code) == 0) {
-    error_sample_[record.code] = std::string(result.status().message());
+  absl::MutexLock lock(&d->mu);
+  if (!result.ok() && d->error_sample.count(record.code) == 0) {
+    d->error_sample[record.code] = std::string(result.status().message());
   }
-  free_buffers_.emplace_back(out);
-  --in_flight_;
-  ++completed_;
-  if (!result.ok()) ++errors_;
+  d->free_buffers.emplace_back(out);
+  --d->in_flight;
+  ++d->completed;
+  if (!result.ok()) ++d->errors;
   if (checked) {
-    ++verified_;
-    if (!good) ++verify_failures_;
+    ++d->verified;
+    if (!good) ++d->verify_failures;
   }
-  if (result.ok()) last_second_ms_.push_back(Millis(record.end - start));
-  records_.push_back(std::move(record));
+  if (result.ok()) d->last_second_ms.push_back(Millis(record.end - start));
+  d->records.push_back(std::move(record));
 }
 
 void LoadRun::ReportProgress(Clock::time_point start,
@@ -223,14 +331,18 @@ void LoadRun::ReportProgress(Clock::time_point start,
   const Clock::time_point now = Clock::now();
   progress.elapsed_s = Seconds(now - start);
   progress.warming_up = now < warmup_end;
-  progress.sent = sent_total_.load(std::memory_order_relaxed);
+  progress.sent = sent_.load(std::memory_order_relaxed);
   std::vector<double> last;
-  {
-    absl::MutexLock lock(&mu_);
-    progress.completed = completed_;
-    progress.errors = errors_;
-    progress.in_flight = in_flight_;
-    last.swap(last_second_ms_);
+  for (const auto& d : dispatchers_) {
+    std::vector<double> mine;
+    {
+      absl::MutexLock lock(&d->mu);
+      progress.completed += d->completed;
+      progress.errors += d->errors;
+      progress.in_flight += d->in_flight;
+      mine.swap(d->last_second_ms);
+    }
+    last.insert(last.end(), mine.begin(), mine.end());
   }
   std::sort(last.begin(), last.end());
   progress.last_second_rps = last.size();
@@ -246,7 +358,6 @@ absl::StatusOr<LoadReport> LoadRun::Run() {
       start + absl::ToChronoNanoseconds(options_.warmup);
   const Clock::time_point stop_at =
       warmup_end + absl::ToChronoNanoseconds(options_.duration);
-  const bool by_count = options_.count > 0;
 
   std::atomic<bool> running{true};
   std::thread progress_thread;
@@ -262,53 +373,19 @@ absl::StatusOr<LoadReport> LoadRun::Run() {
       }
     });
   }
-
-  const uint64_t cap = options_.concurrency > 0 ? options_.concurrency : 0;
-  auto below_cap = [this, cap]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return cap == 0 || in_flight_ < cap;
-  };
-  uint64_t measured_sent = 0;
-  Clock::time_point next_arrival = start;
-  std::exponential_distribution<double> poisson_gap(
-      options_.rate > 0 ? options_.rate : 1.0);
-  while (true) {
-    // Wait for a free worker (closed loop) or room under the cap.
-    {
-      absl::MutexLock lock(&mu_);
-      while (!below_cap()) {
-        mu_.AwaitWithTimeout(absl::Condition(&below_cap),
-                             absl::Milliseconds(50));
-        if (!by_count && Clock::now() >= stop_at) break;
-      }
-    }
-    Clock::time_point scheduled;
-    if (options_.rate > 0) {
-      scheduled = next_arrival;
-      const double gap_s =
-          options_.poisson ? poisson_gap(random_) : 1.0 / options_.rate;
-      next_arrival += std::chrono::duration_cast<Clock::duration>(
-          std::chrono::duration<double>(gap_s));
-    } else {
-      scheduled = Clock::now();
-    }
-    const bool measured = scheduled >= warmup_end;
-    if (by_count ? (measured && measured_sent >= options_.count)
-                 : scheduled >= stop_at) {
-      break;
-    }
-    if (options_.rate > 0) std::this_thread::sleep_until(scheduled);
-    if (measured) ++measured_sent;
-    Dispatch(scheduled, measured);
+  for (auto& d : dispatchers_) {
+    Dispatcher* dispatcher = d.get();
+    d->thread = std::thread([this, dispatcher, warmup_end, stop_at] {
+      DispatchLoop(dispatcher, warmup_end, stop_at);
+    });
   }
-  for (auto& stream : streams_) stream->Finish().IgnoreError();
-  for (auto& stream : broken_streams_) stream->Finish().IgnoreError();
+  for (auto& d : dispatchers_) d->thread.join();
   running.store(false);
   if (progress_thread.joinable()) progress_thread.join();
   return Summarize(warmup_end);
 }
 
 LoadReport LoadRun::Summarize(Clock::time_point measure_start) const {
-  absl::MutexLock lock(&mu_);
   LoadReport report;
   report.mode = options_.rate > 0 ? "rate" : "concurrency";
   report.targets = client_->channel_targets();
@@ -326,10 +403,7 @@ LoadReport LoadRun::Summarize(Clock::time_point measure_start) const {
   report.shapes = absl::StrJoin(shape_names, ",");
   report.kernel = options_.kernel;
   report.warmup_s = absl::ToDoubleSeconds(options_.warmup);
-  report.warmup_jobs = warmup_jobs_;
-  report.stream_restarts = stream_restarts_;
-  report.verified = verified_;
-  report.verify_failures = verify_failures_;
+  report.warmup_jobs = warmup_jobs_.load();
   for (const std::string& target : targets_) {
     report.ok_by_target[target] = 0;
     report.errors_by_target[target] = 0;
@@ -344,43 +418,53 @@ LoadReport LoadRun::Summarize(Clock::time_point measure_start) const {
     std::vector<double> latency;
   };
   std::vector<Bucket> buckets;
-  for (const Record& r : records_) {
-    if (!r.measured) continue;
-    ++report.count;
-    last_end = std::max(last_end, r.end);
-    const WeightedShape& shape = shapes_[r.shape].shape;
-    ++report.count_by_shape[ShapeName(shape)];
-    const size_t second = static_cast<size_t>(
-        std::max(0.0, Seconds(r.end - measure_start)));
-    if (buckets.size() <= second) buckets.resize(second + 1);
-    Bucket& bucket = buckets[second];
-    if (r.code != absl::StatusCode::kOk) {
-      ++report.errors;
-      ++report.errors_by_code[absl::StatusCodeToString(r.code)];
-      ++report.errors_by_target[targets_[r.target]];
-      ++bucket.errors;
-      continue;
+  std::map<absl::StatusCode, std::string> error_sample;
+  for (const auto& d : dispatchers_) {
+    absl::MutexLock lock(&d->mu);
+    report.stream_restarts += d->stream_restarts;
+    report.verified += d->verified;
+    report.verify_failures += d->verify_failures;
+    // The first dispatcher's sample of a code wins.
+    error_sample.insert(d->error_sample.begin(), d->error_sample.end());
+    for (const Record& r : d->records) {
+      if (!r.measured) continue;
+      ++report.count;
+      last_end = std::max(last_end, r.end);
+      const WeightedShape& shape = shapes_[r.shape].shape;
+      ++report.count_by_shape[ShapeName(shape)];
+      const size_t second = static_cast<size_t>(
+          std::max(0.0, Seconds(r.end - measure_start)));
+      if (buckets.size() <= second) buckets.resize(second + 1);
+      Bucket& bucket = buckets[second];
+      if (r.code != absl::StatusCode::kOk) {
+        ++report.errors;
+        ++report.errors_by_code[absl::StatusCodeToString(r.code)];
+        ++report.errors_by_target[targets_[r.target]];
+        ++bucket.errors;
+        continue;
+      }
+      ++report.ok;
+      ++report.ok_by_target[targets_[r.target]];
+      ++report.ok_by_device[r.timing.device()];
+      const double ms = Millis(r.end - r.start);
+      const double job_flop = 2.0 * shape.m * shape.n * shape.k;
+      latency.push_back(ms);
+      bucket.latency.push_back(ms);
+      ++bucket.ok;
+      bucket.flop += job_flop;
+      flop += job_flop;
+      bytes_in +=
+          4.0 * (uint64_t{shape.m} * shape.k + uint64_t{shape.k} * shape.n);
+      bytes_out += 4.0 * uint64_t{shape.m} * shape.n;
+      queue.push_back(r.timing.queue_ms());
+      h2d.push_back(r.timing.h2d_ms());
+      compute.push_back(r.timing.compute_ms());
+      d2h.push_back(r.timing.d2h_ms());
+      server.push_back(r.timing.server_ms());
+      batch_sum += r.timing.batch_size();
     }
-    ++report.ok;
-    ++report.ok_by_target[targets_[r.target]];
-    ++report.ok_by_device[r.timing.device()];
-    const double ms = Millis(r.end - r.start);
-    const double job_flop = 2.0 * shape.m * shape.n * shape.k;
-    latency.push_back(ms);
-    bucket.latency.push_back(ms);
-    ++bucket.ok;
-    bucket.flop += job_flop;
-    flop += job_flop;
-    bytes_in += 4.0 * (uint64_t{shape.m} * shape.k + uint64_t{shape.k} * shape.n);
-    bytes_out += 4.0 * uint64_t{shape.m} * shape.n;
-    queue.push_back(r.timing.queue_ms());
-    h2d.push_back(r.timing.h2d_ms());
-    compute.push_back(r.timing.compute_ms());
-    d2h.push_back(r.timing.d2h_ms());
-    server.push_back(r.timing.server_ms());
-    batch_sum += r.timing.batch_size();
   }
-  for (const auto& [code, message] : error_sample_) {
+  for (const auto& [code, message] : error_sample) {
     report.error_sample[absl::StatusCodeToString(code)] = message;
   }
   report.duration_s = Seconds(last_end - measure_start);

@@ -9,8 +9,17 @@
 // shape. Every job's latency, status and server-side timing is recorded and
 // summarised in a LoadReport (text, JSON or CSV).
 //
-// Thread-safety: Run() may be called once; the object is otherwise
-// single-threaded. Progress callbacks run on a thread of the generator.
+// Jobs are started by one dispatcher thread per stream (at most one per job
+// of the concurrency cap; a dispatcher then rotates over several streams).
+// Each owns its streams (and reopens them when they break), an RNG seeded
+// from `seed`, an even share of `concurrency` and of `rate`, and the records
+// of its jobs, so that neither starting nor ending a job takes a lock shared
+// by all of them. The counts (sent, warm-up jobs, `count`) stay exact. A cap
+// split this way is per dispatcher: one dispatcher at its share waits even
+// when another has room.
+//
+// Thread-safety: RunLoad() runs the dispatchers and returns once all have
+// ended; progress callbacks run on a thread of the generator.
 //
 //   LoadOptions options;
 //   options.shapes = *ParseShapeMix("128x128x128:0.7,1024x1024x1024:0.3");

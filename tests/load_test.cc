@@ -166,6 +166,44 @@ TEST(LoadTest, PoissonRateModeRunsForTheDuration) {
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
+TEST(LoadTest, ParallelDispatchersKeepTheCountsExact) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start().ok());
+  // 3 connections and a cap of 7: three dispatchers with caps 3, 2, 2; a
+  // count that no share divides evenly.
+  const std::string json = TempPath("parallel.json");
+  CliResult r = RunClient({"load", "-s", server.address(), "--shapes",
+                           "48x40x32", "-c", "7", "--connections", "3",
+                           "--count", "301", "--warmup-s", "0.2",
+                           "--verify-every", "7", "-q", "--json", json});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string report = ReadFile(json);
+  EXPECT_EQ(JsonNumber(report, "connections"), 3) << report;
+  EXPECT_EQ(JsonNumber(report, "count"), 301) << report;
+  EXPECT_EQ(JsonNumber(report, "ok"), 301);
+  EXPECT_EQ(JsonNumber(report, "verify_failures"), 0);
+  EXPECT_GT(JsonNumber(report, "verified"), 0);
+  EXPECT_EQ(JsonNumber(report, "server_jobs_ok"),
+            301 + JsonNumber(report, "warmup_jobs"))
+      << report;
+
+  // Constant-rate arrivals split over 4 dispatchers still add up to the
+  // rate: 400/s for 1 s.
+  const std::string rate_json = TempPath("parallel-rate.json");
+  r = RunClient({"load", "-s", server.address(), "--shapes", "32x32x32", "-r",
+                 "400", "-d", "1", "--warmup-s", "0.2", "--connections", "4",
+                 "-q", "--json", rate_json});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string rated = ReadFile(rate_json);
+  EXPECT_GT(JsonNumber(rated, "count"), 360) << rated;
+  EXPECT_LT(JsonNumber(rated, "count"), 440) << rated;
+  EXPECT_EQ(JsonNumber(rated, "errors"), 0);
+  EXPECT_EQ(JsonNumber(rated, "server_jobs_ok"),
+            JsonNumber(rated, "count") + JsonNumber(rated, "warmup_jobs"))
+      << rated;
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
 TEST(RunCommandTest, RunVerifiesAndWritesNpy) {
   ServerProcess server;
   ASSERT_TRUE(server.Start().ok());
