@@ -150,7 +150,8 @@ TEST_F(GpuIntegrationTest, EveryKernelUnbatchedOnOddShapes) {
       ASSERT_TRUE(timing.ok()) << kernel << ": " << timing.status();
       EXPECT_LE(job.Error(), kTolerance) << kernel;
       if (std::string(kernel) != "auto") EXPECT_EQ(timing->kernel(), kernel);
-      EXPECT_EQ(timing->device().rfind("cuda:0 ", 0), 0u) << timing->device();
+      // Any GPU of the host may run it (jobs spread over all of them).
+      EXPECT_EQ(timing->device().rfind("cuda:", 0), 0u) << timing->device();
       EXPECT_GE(timing->server_ms(), timing->compute_ms());
     }
   }
