@@ -1,5 +1,6 @@
 #include "server/gemm_service.h"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <unordered_map>
@@ -266,8 +267,12 @@ class GemmStreamReactor final
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     job->set_call_deadline(CallDeadline(context_));
     job->MarkReady(absl::Now());
+    // Never beyond one result chunk, so an inline result always fits the
+    // server's largest message.
     const bool inline_result =
-        4 * job->shape().c_elements() <= inline_result_max_bytes;
+        4 * job->shape().c_elements() <=
+        std::min(inline_result_max_bytes,
+                 service_->options().limits.result_chunk_bytes);
     job->set_done_callback(
         [this, id, inline_result](GemmJob& done, absl::Status status) {
           OnJobDone(id, inline_result, done, std::move(status));
