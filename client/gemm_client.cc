@@ -271,7 +271,11 @@ class JobStream::Reactor final
         absl::MutexLock lock(&mu_);
         broken_ = true;
       }
-      ReleaseHold();
+      // Not ReleaseHold() directly: another thread may be between deciding
+      // on a write (or WritesDone) and starting it; Pump() releases the hold
+      // only when nothing is in flight, and the write's own completion (or
+      // the WritesDone path) releases it otherwise.
+      Pump();
       return;
     }
     Deliver(response_);
@@ -456,7 +460,8 @@ class JobStream::Reactor final
     Job& job = it->second;
     if (response.has_chunk()) {
       const v1::ResultChunk& chunk = response.chunk();
-      if (chunk.offset() + chunk.data().size() > job.c_bytes) {
+      if (chunk.offset() > job.c_bytes ||
+          chunk.data().size() > job.c_bytes - chunk.offset()) {
         job.c_received = UINT64_MAX;  // reported at the end record
         return false;
       }
@@ -601,8 +606,7 @@ void JobStream::Submit(const GemmArgs& args, float* c_out, GemmCallback done) {
 }
 
 absl::Status JobStream::Finish() {
-  if (!finished_) {
-    finished_ = true;
+  if (!finished_.exchange(true)) {
     reactor_->Close();
   }
   return reactor_->Wait();
@@ -802,8 +806,10 @@ void GemmClient::StartAttempt(const GemmArgs& args, float* c_out,
           std::memcpy(c_out, call->response.c().data(), c_bytes);
           result = std::move(*call->response.mutable_timing());
         }
-        delete call;
+        // The user's callback runs before the call's token goes, so that
+        // ~GemmClient waits for it too.
         done(std::move(result));
+        delete call;
       });
 }
 

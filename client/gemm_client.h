@@ -160,7 +160,7 @@ class JobStream {
  private:
   std::shared_ptr<Reactor> reactor_;
   const std::string target_;
-  bool finished_ = false;
+  std::atomic<bool> finished_{false};
 };
 
 class GemmClient {

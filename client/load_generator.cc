@@ -321,7 +321,9 @@ void LoadRun::OnEnd(Dispatcher* d, int shape, int target, float* out,
     ++d->verified;
     if (!good) ++d->verify_failures;
   }
-  if (result.ok()) d->last_second_ms.push_back(Millis(record.end - start));
+  if (result.ok() && options_.on_progress) {
+    d->last_second_ms.push_back(Millis(record.end - start));
+  }
   d->records.push_back(std::move(record));
 }
 

@@ -62,6 +62,10 @@ absl::Status BatchScheduler::Submit(std::shared_ptr<GemmJob> job) {
         "server overloaded: job queue full (%d jobs waiting); retry later",
         queue_.size()));
   }
+  job->set_outcome_hook([this](bool ok) {
+    absl::MutexLock lock(&mu_);
+    ++(ok ? completed_ok_ : completed_failed_);
+  });
   queue_.push_back(std::move(job));
   return absl::OkStatus();
 }
@@ -95,25 +99,35 @@ uint64_t BatchScheduler::completed_failed() const {
   return completed_failed_;
 }
 
+namespace {
+
+// Why a queued job must not run, or OK when it may.
+absl::Status DeadStatus(const GemmJob& job, absl::Time now) {
+  if (job.IsCancelled()) {
+    return absl::CancelledError("job cancelled by the caller");
+  }
+  if (now >= job.deadline()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("deadline passed after the job waited ",
+                     absl::FormatDuration(now - job.ready_time()),
+                     " in the queue"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 std::vector<std::pair<std::shared_ptr<GemmJob>, absl::Status>>
 BatchScheduler::DropDead() {
   std::vector<std::pair<std::shared_ptr<GemmJob>, absl::Status>> dead;
   const absl::Time now = clock_->Now();
   for (auto it = queue_.begin(); it != queue_.end();) {
-    GemmJob& job = **it;
-    if (job.IsCancelled()) {
-      dead.emplace_back(std::move(*it), absl::CancelledError(
-                                            "job cancelled by the caller"));
-    } else if (now >= job.deadline()) {
-      dead.emplace_back(
-          std::move(*it),
-          absl::DeadlineExceededError(absl::StrCat(
-              "deadline passed after the job waited ",
-              absl::FormatDuration(now - job.ready_time()), " in the queue")));
-    } else {
+    absl::Status why = DeadStatus(**it, now);
+    if (why.ok()) {
       ++it;
       continue;
     }
+    dead.emplace_back(std::move(*it), std::move(why));
     it = queue_.erase(it);
   }
   return dead;
@@ -188,12 +202,26 @@ void BatchScheduler::WorkerLoop() {
         for (auto& d : dropped) dead.push_back(std::move(d));
         if (!dead.empty() || !queue_.empty() || stopping_) break;
       }
-      if (dead.empty()) batch = NextBatch();
-      completed_failed_ += dead.size();
+      if (dead.empty()) {
+        batch = NextBatch();
+        // Jobs can die while a partial batch waits for company.
+        const absl::Time now = clock_->Now();
+        for (auto it = batch.begin(); it != batch.end();) {
+          absl::Status why = DeadStatus(**it, now);
+          if (why.ok()) {
+            ++it;
+            continue;
+          }
+          dead.emplace_back(std::move(*it), std::move(why));
+          it = batch.erase(it);
+        }
+      }
     }
     for (auto& [job, status] : dead) job->Finish(std::move(status));
-    if (!dead.empty()) continue;
-    if (batch.empty()) return;
+    if (batch.empty()) {
+      if (dead.empty()) return;  // stopping, and nothing left
+      continue;
+    }
 
     const absl::Time start = clock_->Now();
     for (const auto& job : batch) {
@@ -209,10 +237,6 @@ void BatchScheduler::WorkerLoop() {
     const absl::Time end = clock_->Now();
     for (const auto& job : batch) {
       job->timing().server = end - job->ready_time();
-    }
-    {
-      absl::MutexLock lock(&mu_);
-      (status.ok() ? completed_ok_ : completed_failed_) += batch.size();
     }
     for (const auto& job : batch) job->Finish(status);
   }

@@ -177,6 +177,35 @@ TEST(BatchSchedulerTest, ExpiredAndCancelledJobsAreDroppedUnrun) {
       << "only the busy job and the live one ran";
 }
 
+TEST(BatchSchedulerTest, AJobThatExpiresWhileItsBatchFormsDoesNotRun) {
+  RecordingExecutor executor;
+  executor.Release();  // never hold
+  FakeClock clock;
+  auto scheduler = BatchScheduler::Create(
+      {.max_batch_size = 16, .max_queue_delay = absl::Milliseconds(50),
+       .clock = &clock},
+      &executor);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome hurried, patient;
+  ASSERT_TRUE(
+      (*scheduler)->Submit(Job(16, &hurried, &clock, absl::Milliseconds(10)))
+          .ok());
+  // Let the worker start waiting for company, then let time pass beyond
+  // both the job's budget and the batching delay before company arrives.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  clock.Advance(absl::Milliseconds(60));
+  ASSERT_TRUE((*scheduler)->Submit(Job(16, &patient, &clock)).ok());
+  (*scheduler)->Stop();
+  EXPECT_EQ(hurried.last_code,
+            static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(hurried.ok, 0);
+  EXPECT_EQ(patient.ok, 1);
+  EXPECT_EQ(executor.sizes(), (std::vector<size_t>{1}))
+      << "only the job within its budget ran";
+  EXPECT_EQ((*scheduler)->completed_ok(), 1u);
+  EXPECT_EQ((*scheduler)->completed_failed(), 1u);
+}
+
 TEST(BatchSchedulerTest, StopFinishesAcceptedJobsAndRefusesNewOnes) {
   RecordingExecutor executor;
   auto scheduler = BatchScheduler::Create({}, &executor);

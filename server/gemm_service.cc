@@ -93,7 +93,11 @@ class GemmStreamReactor final
     for (const auto& job : running_) job->Cancel();
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    // A scheduler thread that decided kNone may still be leaving mu_.
+    { absl::MutexLock lock(&mu_); }
+    delete this;
+  }
 
  private:
   struct Receiving {
@@ -122,7 +126,13 @@ class GemmStreamReactor final
   void FailJob(uint64_t id, absl::Status status, bool ended)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     receiving_.erase(id);
-    if (!ended) discarding_.insert(id);
+    if (!ended) {
+      // A client that stops sending a failed job never ends it; keep the
+      // set of such ids bounded (a forgotten id only means its stray parts
+      // get an error of their own).
+      if (discarding_.size() >= kMaxDiscarding) discarding_.clear();
+      discarding_.insert(id);
+    }
     service_->CountRejected();
     QueueError(id, std::move(status));
   }
@@ -266,6 +276,10 @@ class GemmStreamReactor final
               uint64_t inline_result_max_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     job->set_call_deadline(CallDeadline(context_));
+    // The context lives as long as this reactor, which outlives its jobs.
+    job->set_cancel_check([context = context_] {
+      return context->IsCancelled();
+    });
     job->MarkReady(absl::Now());
     // Never beyond one result chunk, so an inline result always fits the
     // server's largest message.
@@ -292,6 +306,8 @@ class GemmStreamReactor final
   // for pending_ to reach 0.
   void OnJobDone(uint64_t id, bool inline_result, GemmJob& job,
                  absl::Status status) {
+    Next next;
+    grpc::Status final_status;
     {
       absl::MutexLock lock(&mu_);
       std::shared_ptr<GemmJob> owned;
@@ -309,34 +325,54 @@ class GemmStreamReactor final
       } else {
         QueueError(id, std::move(status));
       }
+      // Decided in the same critical section that lowered pending_: once it
+      // is unlocked, a gRPC thread may finish the call and delete this
+      // reactor, so after kNone this thread must not touch it again.
+      next = DecideLocked(&final_status);
     }
-    Pump();
+    Act(next, final_status);
+  }
+
+  enum class Next { kNone, kWrite, kFinish };
+
+  // What to start next: a write, the end of the call, or nothing. Started by
+  // Act() after mu_ is released, since gRPC reactions may run inline.
+  Next DecideLocked(grpc::Status* final_status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || writing_) return Next::kNone;
+    if (write_failed_ || cancelled_) outbox_.clear();
+    if (!outbox_.empty()) {
+      NextMessage(&response_);
+      writing_ = true;  // holds off Finish() until OnWriteDone
+      return Next::kWrite;
+    }
+    if (reads_done_ && pending_ == 0) {
+      finished_ = true;
+      *final_status = cancelled_ || write_failed_
+                          ? grpc::Status(grpc::StatusCode::CANCELLED,
+                                         "stream cancelled")
+                          : grpc::Status::OK;
+      return Next::kFinish;
+    }
+    return Next::kNone;
+  }
+
+  void Act(Next next, const grpc::Status& final_status) {
+    if (next == Next::kWrite) StartWrite(&response_);
+    if (next == Next::kFinish) Finish(final_status);
   }
 
   // Starts the next write, or finishes the call once nothing is left.
+  // Called from reactions (OnReadDone, OnWriteDone), during which gRPC
+  // keeps the reactor alive.
   void Pump() {
-    bool write = false;
-    bool finish = false;
     grpc::Status final_status;
+    Next next;
     {
       absl::MutexLock lock(&mu_);
-      if (finished_ || writing_) return;
-      if (write_failed_ || cancelled_) outbox_.clear();
-      if (!outbox_.empty()) {
-        NextMessage(&response_);
-        writing_ = true;
-        write = true;
-      } else if (reads_done_ && pending_ == 0) {
-        finished_ = true;
-        finish = true;
-        final_status = cancelled_ || write_failed_
-                           ? grpc::Status(grpc::StatusCode::CANCELLED,
-                                          "stream cancelled")
-                           : grpc::Status::OK;
-      }
+      next = DecideLocked(&final_status);
     }
-    if (write) StartWrite(&response_);
-    if (finish) Finish(final_status);
+    Act(next, final_status);
   }
 
   void NextMessage(v1::StreamResponse* response)
@@ -369,6 +405,8 @@ class GemmStreamReactor final
     }
     outbox_.pop_front();
   }
+
+  static constexpr size_t kMaxDiscarding = 4096;
 
   GemmServiceImpl* const service_;
   grpc::CallbackServerContext* const context_;

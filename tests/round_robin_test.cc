@@ -195,8 +195,11 @@ TEST_F(RoundRobinTest, LoadReportsPerTargetCounts) {
       number("\"errors_by_target\": \\{[^}]*\"" + b + "\": (\\d+)");
   EXPECT_EQ(a_ok, 0);
   EXPECT_EQ(b_err, 0);
-  EXPECT_GT(a_err, 20);
-  EXPECT_GT(b_ok, 20);
+  // Both servers served. The split need not be even: each connection has
+  // its own dispatcher, and the one whose jobs fail fast claims more of the
+  // count.
+  EXPECT_GT(a_err, 0);
+  EXPECT_GT(b_ok, 0);
   EXPECT_EQ(a_ok + a_err + b_ok + b_err, 100);
   EXPECT_EQ(number("\"RESOURCE_EXHAUSTED\": (\\d+)"), a_err);
 }
