@@ -15,6 +15,7 @@
 #include "client/reference_gemm.h"
 #include "gtest/gtest.h"
 #include "tests/server_process.h"
+#include "tests/test_job.h"
 
 namespace gemm {
 namespace {
@@ -22,43 +23,9 @@ namespace {
 using client::GemmArgs;
 using client::GemmClient;
 using testing::ServerProcess;
+using testing::TestJob;
 
 constexpr double kTolerance = 1e-5;
-
-struct TestJob {
-  GemmArgs args;
-  std::vector<float> a, b, c, out;
-  std::vector<double> want;
-
-  TestJob(uint32_t m, uint32_t n, uint32_t k, bool ta, bool tb, float alpha,
-          float beta, const std::string& kernel, uint64_t seed) {
-    a.resize(uint64_t{m} * k);
-    b.resize(uint64_t{k} * n);
-    client::FillRandom(a.data(), a.size(), seed);
-    client::FillRandom(b.data(), b.size(), seed + 100);
-    if (beta != 0.0f) {
-      c.resize(uint64_t{m} * n);
-      client::FillRandom(c.data(), c.size(), seed + 200);
-    }
-    args = GemmArgs{.m = m,
-                    .n = n,
-                    .k = k,
-                    .trans_a = ta,
-                    .trans_b = tb,
-                    .alpha = alpha,
-                    .beta = beta,
-                    .kernel = kernel,
-                    .a = a.data(),
-                    .b = b.data(),
-                    .c = c.empty() ? nullptr : c.data()};
-    want = client::ReferenceGemm({m, n, k, ta, tb, alpha, beta}, a.data(),
-                                 b.data(), args.c);
-    out.assign(uint64_t{m} * n, std::numeric_limits<float>::quiet_NaN());
-  }
-  double Error() const {
-    return client::RelativeFrobeniusError(out.data(), want);
-  }
-};
 
 std::string NoGpuReason() {
   int count = 0;
@@ -145,7 +112,7 @@ TEST_F(GpuIntegrationTest, EveryKernelUnbatchedOnOddShapes) {
        {"auto", "v0", "v1", "v2", "v3", "v4", "v5", "cublas"}) {
     for (int i = 0; i < 3; ++i) {
       TestJob job(67 + i * 100, 45 + i * 77, 33 + i * 50, i == 1, i == 2, 1.25f,
-                  i == 0 ? 0.0f : 0.5f, kernel, 7 * i + 1);
+                  i == 0 ? 0.0f : 0.5f, 7 * i + 1, kernel);
       auto timing = client_->Gemm(job.args, job.out.data());
       ASSERT_TRUE(timing.ok()) << kernel << ": " << timing.status();
       EXPECT_LE(job.Error(), kTolerance) << kernel;
@@ -162,7 +129,7 @@ TEST_F(GpuIntegrationTest, SameShapeJobsRunAsOneBatchedLaunch) {
     std::vector<std::unique_ptr<TestJob>> jobs;
     for (int i = 0; i < 24; ++i) {
       jobs.push_back(std::make_unique<TestJob>(128, 96, 80, false, false, 1.0f,
-                                               0.0f, kernel, 500 + i));
+                                               0.0f, 500 + i, kernel));
     }
     auto timings = RunAll(jobs);
     uint32_t largest = 0;
@@ -177,7 +144,7 @@ TEST_F(GpuIntegrationTest, MixedShapesRunBackToBack) {
     const uint32_t m = (i % 3 == 0) ? 64 : 33 + i;
     jobs.push_back(std::make_unique<TestJob>(
         m, 40 + (i % 2) * 9, 17 + (i % 4), i % 2 == 1, false, 1.0f,
-        (i % 5 == 0) ? 0.5f : 0.0f, i % 2 ? "v5" : "auto", 1000 + i));
+        (i % 5 == 0) ? 0.5f : 0.0f, 1000 + i, i % 2 ? "v5" : "auto"));
   }
   RunAll(jobs);
 }
@@ -185,7 +152,7 @@ TEST_F(GpuIntegrationTest, MixedShapesRunBackToBack) {
 TEST_F(GpuIntegrationTest, LargeJobOverTheStream) {
   std::vector<std::unique_ptr<TestJob>> jobs;
   jobs.push_back(std::make_unique<TestJob>(1100, 1000, 900, false, true, 1.0f,
-                                           0.5f, "auto", 3));
+                                           0.5f, 3, "auto"));
   RunAll(jobs);
 }
 

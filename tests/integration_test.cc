@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "proto/gemm.grpc.pb.h"
 #include "tests/server_process.h"
+#include "tests/test_job.h"
 
 namespace gemm {
 namespace {
@@ -24,34 +25,9 @@ namespace {
 using client::GemmArgs;
 using client::GemmClient;
 using testing::ServerProcess;
+using testing::TestJob;
 
 constexpr double kTolerance = 1e-5;
-
-// One job's inputs, its float64 answer and a poisoned output buffer.
-struct TestJob {
-  GemmArgs args;
-  std::vector<float> a, b, c, out;
-  std::vector<double> want;
-
-  TestJob(uint32_t m, uint32_t n, uint32_t k, bool ta = false, bool tb = false,
-          float alpha = 1.0f, float beta = 0.0f, uint64_t seed = 1) {
-    a.resize(uint64_t{m} * k);
-    b.resize(uint64_t{k} * n);
-    client::FillRandom(a.data(), a.size(), seed);
-    client::FillRandom(b.data(), b.size(), seed + 100);
-    if (beta != 0.0f) {
-      c.resize(uint64_t{m} * n);
-      client::FillRandom(c.data(), c.size(), seed + 200);
-    }
-    args = GemmArgs{.m = m, .n = n, .k = k, .trans_a = ta, .trans_b = tb,
-                    .alpha = alpha, .beta = beta, .a = a.data(),
-                    .b = b.data(), .c = c.empty() ? nullptr : c.data()};
-    want = client::ReferenceGemm({m, n, k, ta, tb, alpha, beta}, a.data(),
-                                 b.data(), args.c);
-    out.assign(uint64_t{m} * n, std::numeric_limits<float>::quiet_NaN());
-  }
-  double Error() const { return client::RelativeFrobeniusError(out.data(), want); }
-};
 
 std::unique_ptr<GemmClient> Connect(const ServerProcess& server,
                                     uint64_t max_unary_bytes = 3 << 20) {
