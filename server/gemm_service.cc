@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "server/status_macros.h"
+#include "server/stream_codec.h"
 #include "spdlog/spdlog.h"
 
 namespace gemm::server {
@@ -41,10 +42,13 @@ float* OperandData(GemmJob& job, v1::Operand operand) {
 }
 
 // One GemmStream call. Reads job parts, submits complete jobs, writes
-// results back one message at a time. gRPC operations are never started
-// with mu_ held: their reactions may run inline.
+// results back one message at a time. Messages are handled as raw byte
+// buffers (stream_codec.h): operand bytes are copied once, from gRPC's
+// slices into the job's storage, and result chunks leave from the job's own
+// memory without a copy. gRPC operations are never started with mu_ held:
+// their reactions may run inline.
 class GemmStreamReactor final
-    : public grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   GemmStreamReactor(GemmServiceImpl* service,
                     grpc::CallbackServerContext* context)
@@ -71,8 +75,19 @@ class GemmStreamReactor final
     }
     {
       absl::MutexLock lock(&mu_);
-      HandleRequest(request_);
+      absl::Status decoded = DecodeStreamRequest(request_, &decoded_);
+      if (decoded.ok()) {
+        HandleRequest(decoded_);
+      } else {
+        // Not attributable to a job for sure; reported under the id the
+        // message carried, if any, and the stream goes on.
+        service_->CountRejected();
+        QueueError(decoded_.header.job_id(), std::move(decoded));
+      }
+      decoded_.data.clear();
+      decoded_.slices.clear();
     }
+    request_.Clear();
     Pump();
     StartRead(&request_);
   }
@@ -137,10 +152,11 @@ class GemmStreamReactor final
     QueueError(id, std::move(status));
   }
 
-  void HandleRequest(const v1::StreamRequest& req)
+  void HandleRequest(const DecodedRequest& in)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const v1::StreamRequest& req = in.header;
     const uint64_t id = req.job_id();
-    if (req.has_job()) return HandleWholeJob(req);
+    if (req.has_job()) return HandleWholeJob(in);
     const bool ended = req.end_of_job();
     if (discarding_.count(id) > 0 && !req.has_params()) {
       if (ended) discarding_.erase(id);
@@ -174,8 +190,8 @@ class GemmStreamReactor final
                      ended);
     }
     Receiving& receiving = it->second;
-    if (!req.data().empty()) {
-      absl::Status s = AppendChunk(req, receiving);
+    if (in.data_size > 0) {
+      absl::Status s = AppendChunk(in, receiving);
       if (!s.ok()) return FailJob(id, std::move(s), ended);
     }
     if (!ended) return;
@@ -198,8 +214,9 @@ class GemmStreamReactor final
   // A job whose params and operands all came in one message (req.job):
   // one copy of each operand into the job's (pinned) storage, no
   // reassembly.
-  void HandleWholeJob(const v1::StreamRequest& req)
+  void HandleWholeJob(const DecodedRequest& in)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const v1::StreamRequest& req = in.header;
     const uint64_t id = req.job_id();
     discarding_.erase(id);
     const v1::GemmRequest& whole = req.job();
@@ -211,7 +228,7 @@ class GemmStreamReactor final
           "job_id ", id, ": job: sent while the job is already open")));
     }
     if (req.has_params() || req.operand() != v1::OPERAND_UNSPECIFIED ||
-        req.offset() != 0 || !req.data().empty()) {
+        req.offset() != 0 || in.data_size > 0) {
       return fail(absl::InvalidArgumentError(absl::StrCat(
           "job_id ", id,
           ": job: a whole-job message must not also carry params, operand, "
@@ -240,8 +257,9 @@ class GemmStreamReactor final
     Submit(id, std::move(*job), whole.params().inline_result_max_bytes());
   }
 
-  absl::Status AppendChunk(const v1::StreamRequest& req, Receiving& receiving)
+  absl::Status AppendChunk(const DecodedRequest& in, Receiving& receiving)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const v1::StreamRequest& req = in.header;
     const v1::Operand op = req.operand();
     float* base = OperandData(*receiving.job, op);
     if (base == nullptr) {
@@ -259,16 +277,21 @@ class GemmStreamReactor final
           "offset %d, got %d",
           req.job_id(), v1::Operand_Name(op), received, req.offset()));
     }
-    if (received + req.data().size() > expected) {
+    if (received + in.data_size > expected) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "job_id %d: data: %s would grow to %d bytes, but the shape %s "
           "gives it %d",
-          req.job_id(), v1::Operand_Name(op), received + req.data().size(),
+          req.job_id(), v1::Operand_Name(op), received + in.data_size,
           receiving.job->shape().ToString(), expected));
     }
-    std::memcpy(reinterpret_cast<char*>(base) + received, req.data().data(),
-                req.data().size());
-    received += req.data().size();
+    // The one copy of an operand byte on the server: from gRPC's slices
+    // into the job's (pinned) storage.
+    char* dst = reinterpret_cast<char*>(base) + received;
+    for (absl::string_view piece : in.data) {
+      std::memcpy(dst, piece.data(), piece.size());
+      dst += piece.size();
+    }
+    received += in.data_size;
     return absl::OkStatus();
   }
 
@@ -375,23 +398,29 @@ class GemmStreamReactor final
     Act(next, final_status);
   }
 
-  void NextMessage(v1::StreamResponse* response)
+  void NextMessage(grpc::ByteBuffer* buffer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    response->Clear();
     Outgoing& out = outbox_.front();
-    response->set_job_id(out.job_id);
     if (out.job != nullptr) {
       const uint64_t total = 4 * out.job->shape().c_elements();
       if (!out.inline_result && out.offset < total) {
         const uint64_t n = std::min<uint64_t>(
             service_->options().limits.result_chunk_bytes, total - out.offset);
-        v1::ResultChunk* chunk = response->mutable_chunk();
-        chunk->set_offset(out.offset);
-        chunk->set_data(reinterpret_cast<const char*>(out.job->c()) + out.offset,
-                        n);
+        // No copy: the chunk's bytes are the job's C, kept alive by the
+        // buffer until gRPC has sent them.
+        *buffer = EncodeResultChunk(
+            out.job_id, out.offset,
+            reinterpret_cast<const char*>(out.job->c()) + out.offset, n,
+            out.job);
         out.offset += n;
         return;
       }
+    }
+    v1::StreamResponse message;
+    v1::StreamResponse* response = &message;
+    response->set_job_id(out.job_id);
+    if (out.job != nullptr) {
+      const uint64_t total = 4 * out.job->shape().c_elements();
       v1::JobEnd* end = response->mutable_end();
       end->set_code(0);
       FillTiming(*out.job, end->mutable_timing());
@@ -403,6 +432,7 @@ class GemmStreamReactor final
       end->set_code(static_cast<int>(out.status.code()));
       end->set_message(std::string(out.status.message()));
     }
+    *buffer = EncodeMessage(message);
     outbox_.pop_front();
   }
 
@@ -410,8 +440,9 @@ class GemmStreamReactor final
 
   GemmServiceImpl* const service_;
   grpc::CallbackServerContext* const context_;
-  v1::StreamRequest request_;    // owned by the read in flight
-  v1::StreamResponse response_;  // owned by the write in flight
+  grpc::ByteBuffer request_;   // owned by the read in flight
+  grpc::ByteBuffer response_;  // owned by the write in flight
+  DecodedRequest decoded_ ABSL_GUARDED_BY(mu_);  // reused between reads
 
   absl::Mutex mu_;
   std::unordered_map<uint64_t, Receiving> receiving_ ABSL_GUARDED_BY(mu_);
@@ -545,7 +576,7 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
   return reactor;
 }
 
-grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse>*
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 GemmServiceImpl::GemmStream(grpc::CallbackServerContext* context) {
   return new GemmStreamReactor(this, context);
 }

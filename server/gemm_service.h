@@ -33,7 +33,16 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 // Fills the wire Timing of a finished job.
 void FillTiming(const GemmJob& job, v1::Timing* timing);
 
-class GemmServiceImpl final : public v1::GemmService::CallbackService {
+// Info and Gemm use the generated message types; GemmStream is a raw method
+// (grpc::ByteBuffer in and out) so that operand and result bytes skip the
+// protobuf copies (stream_codec.h). Reflection still describes it by the
+// proto: the wire format is the same.
+using GemmServiceBase = v1::GemmService::WithCallbackMethod_Info<
+    v1::GemmService::WithCallbackMethod_Gemm<
+        v1::GemmService::WithRawCallbackMethod_GemmStream<
+            v1::GemmService::Service>>>;
+
+class GemmServiceImpl final : public GemmServiceBase {
  public:
   struct Options {
     ServiceLimits limits;
@@ -54,7 +63,7 @@ class GemmServiceImpl final : public v1::GemmService::CallbackService {
   grpc::ServerUnaryReactor* Gemm(grpc::CallbackServerContext* context,
                                  const v1::GemmRequest* request,
                                  v1::GemmResponse* response) override;
-  grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse>* GemmStream(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GemmStream(
       grpc::CallbackServerContext* context) override;
 
   // Reserves budget for and allocates a job of `problem`.
