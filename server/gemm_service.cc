@@ -535,34 +535,39 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Info(
 }
 
 grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
-    grpc::CallbackServerContext* context, const v1::GemmRequest* request,
-    v1::GemmResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto start = [&]() -> absl::Status {
-    if (!request->has_params()) {
+    // Operands stay in gRPC's slices until copied, once, into the job.
+    DecodedGemmRequest in;
+    RETURN_IF_ERROR(DecodeGemmRequest(*request, &in));
+    if (!in.header.has_params()) {
       return absl::InvalidArgumentError("params: missing");
     }
     ASSIGN_OR_RETURN(GemmProblem problem,
-                     ValidateParams(request->params(), options_.limits,
+                     ValidateParams(in.header.params(), options_.limits,
                                     *executor_));
-    RETURN_IF_ERROR(CheckOperandBytes(problem, request->a().size(),
-                                      request->b().size(),
-                                      request->c().size()));
+    RETURN_IF_ERROR(
+        CheckOperandBytes(problem, in.a.size, in.b.size, in.c.size));
     ASSIGN_OR_RETURN(std::shared_ptr<GemmJob> job, NewJob(problem));
-    std::memcpy(job->a(), request->a().data(), request->a().size());
-    std::memcpy(job->b(), request->b().data(), request->b().size());
-    if (problem.beta != 0.0f) {
-      std::memcpy(job->c(), request->c().data(), request->c().size());
-    }
+    in.a.CopyTo(reinterpret_cast<char*>(job->a()));
+    in.b.CopyTo(reinterpret_cast<char*>(job->b()));
+    if (problem.beta != 0.0f) in.c.CopyTo(reinterpret_cast<char*>(job->c()));
     job->set_call_deadline(CallDeadline(context));
     job->set_cancel_check([context] { return context->IsCancelled(); });
     job->MarkReady(absl::Now());
+    // The result leaves from the job's own memory (no copy); the response
+    // holds the job until gRPC has sent it.
+    std::weak_ptr<GemmJob> weak = job;
     job->set_done_callback(
-        [reactor, response](GemmJob& done, absl::Status status) {
+        [reactor, response, weak](GemmJob& done, absl::Status status) {
           if (status.ok()) {
-            response->set_c(reinterpret_cast<const char*>(done.c()),
-                            4 * done.shape().c_elements());
-            FillTiming(done, response->mutable_timing());
+            v1::Timing timing;
+            FillTiming(done, &timing);
+            *response = EncodeGemmResponse(
+                reinterpret_cast<const char*>(done.c()),
+                4 * done.shape().c_elements(), timing, weak.lock());
           }
           reactor->Finish(ToGrpcStatus(status));
         });

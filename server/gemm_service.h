@@ -33,12 +33,12 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 // Fills the wire Timing of a finished job.
 void FillTiming(const GemmJob& job, v1::Timing* timing);
 
-// Info and Gemm use the generated message types; GemmStream is a raw method
-// (grpc::ByteBuffer in and out) so that operand and result bytes skip the
-// protobuf copies (stream_codec.h). Reflection still describes it by the
-// proto: the wire format is the same.
+// Info uses the generated message types; Gemm and GemmStream are raw
+// methods (grpc::ByteBuffer in and out) so that operand and result bytes
+// skip the protobuf copies (stream_codec.h). Reflection still describes them
+// by the proto: the wire format is the same.
 using GemmServiceBase = v1::GemmService::WithCallbackMethod_Info<
-    v1::GemmService::WithCallbackMethod_Gemm<
+    v1::GemmService::WithRawCallbackMethod_Gemm<
         v1::GemmService::WithRawCallbackMethod_GemmStream<
             v1::GemmService::Service>>>;
 
@@ -61,8 +61,8 @@ class GemmServiceImpl final : public GemmServiceBase {
                                  const v1::InfoRequest* request,
                                  v1::InfoResponse* response) override;
   grpc::ServerUnaryReactor* Gemm(grpc::CallbackServerContext* context,
-                                 const v1::GemmRequest* request,
-                                 v1::GemmResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GemmStream(
       grpc::CallbackServerContext* context) override;
 

@@ -1,9 +1,12 @@
 #include "server/stream_codec.h"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "grpc/slice.h"
+#include "server/status_macros.h"
 
 namespace gemm::server {
 namespace {
@@ -101,24 +104,33 @@ void ReleaseOwner(void* owner) {
 
 }  // namespace
 
-absl::Status DecodeStreamRequest(const grpc::ByteBuffer& buffer,
-                                 DecodedRequest* out) {
-  out->data.clear();
-  out->data_size = 0;
-  out->slices.clear();
-  grpc::Status dumped = buffer.Dump(&out->slices);
+void Pieces::CopyTo(char* dst) const {
+  for (absl::string_view part : parts) {
+    std::memcpy(dst, part.data(), part.size());
+    dst += part.size();
+  }
+}
+
+absl::Status DecodeWithPieces(const grpc::ByteBuffer& buffer,
+                              const std::vector<uint32_t>& piece_fields,
+                              google::protobuf::Message* header,
+                              std::vector<Pieces>* pieces,
+                              std::vector<grpc::Slice>* slices) {
+  slices->clear();
+  pieces->assign(piece_fields.size(), Pieces());
+  grpc::Status dumped = buffer.Dump(slices);
   if (!dumped.ok()) {
     return absl::InternalError(
         absl::StrCat("reading the request: ", dumped.error_message()));
   }
-  // Every field but `data` is re-assembled (tag and value) into `rest` and
-  // parsed by protobuf; `data` stays in the slices. As in protobuf, a
-  // repeated `data` field keeps the last value.
+  // Every other field is re-assembled (tag and value) into `rest` and
+  // parsed by protobuf. As in protobuf, a repeated field keeps the last
+  // value.
   std::string rest;
-  SliceCursor cursor(out->slices);
-  auto malformed = [](const char* what) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("malformed StreamRequest: ", what));
+  SliceCursor cursor(*slices);
+  auto malformed = [header](const char* what) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "malformed ", header->GetDescriptor()->name(), ": ", what));
   };
   while (!cursor.AtEnd()) {
     uint64_t tag;
@@ -126,15 +138,19 @@ absl::Status DecodeStreamRequest(const grpc::ByteBuffer& buffer,
     const uint32_t field = static_cast<uint32_t>(tag >> 3);
     const uint32_t wire = static_cast<uint32_t>(tag & 7);
     if (field == 0) return malformed("field number 0");
-    if (field == kDataField && wire == kWireLengthDelimited) {
-      uint64_t size;
-      if (!cursor.ReadVarint(&size)) return malformed("truncated length");
-      out->data.clear();
-      if (!cursor.Take(size, nullptr, &out->data)) {
-        return malformed("data runs past the end of the message");
+    if (wire == kWireLengthDelimited) {
+      auto it = std::find(piece_fields.begin(), piece_fields.end(), field);
+      if (it != piece_fields.end()) {
+        Pieces& p = (*pieces)[it - piece_fields.begin()];
+        uint64_t size;
+        if (!cursor.ReadVarint(&size)) return malformed("truncated length");
+        p.parts.clear();
+        if (!cursor.Take(size, nullptr, &p.parts)) {
+          return malformed("a field runs past the end of the message");
+        }
+        p.size = size;
+        continue;
       }
-      out->data_size = size;
-      continue;
     }
     AppendVarint(tag, &rest);
     switch (wire) {
@@ -163,8 +179,55 @@ absl::Status DecodeStreamRequest(const grpc::ByteBuffer& buffer,
         return malformed("unsupported wire type");
     }
   }
-  if (!out->header.ParseFromString(rest)) return malformed("bad fields");
+  if (!header->ParseFromString(rest)) return malformed("bad fields");
   return absl::OkStatus();
+}
+
+absl::Status DecodeStreamRequest(const grpc::ByteBuffer& buffer,
+                                 DecodedRequest* out) {
+  std::vector<Pieces> pieces;
+  absl::Status s = DecodeWithPieces(buffer, {kDataField}, &out->header,
+                                    &pieces, &out->slices);
+  if (!s.ok()) {
+    out->data.clear();
+    out->data_size = 0;
+    return s;
+  }
+  out->data = std::move(pieces[0].parts);
+  out->data_size = pieces[0].size;
+  return absl::OkStatus();
+}
+
+absl::Status DecodeGemmRequest(const grpc::ByteBuffer& buffer,
+                               DecodedGemmRequest* out) {
+  // GemmRequest: params 1, a 2, b 3, c 4.
+  std::vector<Pieces> pieces;
+  RETURN_IF_ERROR(
+      DecodeWithPieces(buffer, {2, 3, 4}, &out->header, &pieces, &out->slices));
+  out->a = std::move(pieces[0]);
+  out->b = std::move(pieces[1]);
+  out->c = std::move(pieces[2]);
+  return absl::OkStatus();
+}
+
+grpc::ByteBuffer EncodeGemmResponse(const char* data, size_t size,
+                                    const v1::Timing& timing,
+                                    std::shared_ptr<const void> owner) {
+  std::string head;
+  head.push_back(0x0a);  // GemmResponse.c, length-delimited
+  AppendVarint(size, &head);
+  std::string tail;
+  const std::string timing_bytes = timing.SerializeAsString();
+  tail.push_back(0x12);  // GemmResponse.timing, length-delimited
+  AppendVarint(timing_bytes.size(), &tail);
+  tail += timing_bytes;
+  auto* held = new std::shared_ptr<const void>(std::move(owner));
+  grpc_slice body = grpc_slice_new_with_user_data(const_cast<char*>(data),
+                                                  size, &ReleaseOwner, held);
+  grpc::Slice slices[3] = {grpc::Slice(head),
+                           grpc::Slice(body, grpc::Slice::STEAL_REF),
+                           grpc::Slice(tail)};
+  return grpc::ByteBuffer(slices, 3);
 }
 
 grpc::ByteBuffer EncodeResultChunk(uint64_t job_id, uint64_t offset,

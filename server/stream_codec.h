@@ -30,6 +30,25 @@
 
 namespace gemm::server {
 
+// The bytes of one `bytes` field, in order, pointing into received slices.
+struct Pieces {
+  std::vector<absl::string_view> parts;
+  uint64_t size = 0;
+
+  // Copies the bytes to `dst` (which must hold `size` bytes).
+  void CopyTo(char* dst) const;
+};
+
+// Decodes `buffer` into `header`, except the length-delimited fields whose
+// numbers are in `piece_fields`: their bytes stay in the slices (kept alive
+// in `slices`) and are returned in `pieces`, indexed like `piece_fields`.
+// INVALID_ARGUMENT when the bytes are not a well-formed message.
+absl::Status DecodeWithPieces(const grpc::ByteBuffer& buffer,
+                              const std::vector<uint32_t>& piece_fields,
+                              google::protobuf::Message* header,
+                              std::vector<Pieces>* pieces,
+                              std::vector<grpc::Slice>* slices);
+
 struct DecodedRequest {
   // Every field of the message except `data`.
   v1::StreamRequest header;
@@ -49,6 +68,21 @@ absl::Status DecodeStreamRequest(const grpc::ByteBuffer& buffer,
 grpc::ByteBuffer EncodeResultChunk(uint64_t job_id, uint64_t offset,
                                    const char* data, size_t size,
                                    std::shared_ptr<const void> owner);
+
+// A GemmRequest decoded with its operands left in the received slices.
+struct DecodedGemmRequest {
+  v1::GemmRequest header;  // params only
+  Pieces a, b, c;
+  std::vector<grpc::Slice> slices;
+};
+absl::Status DecodeGemmRequest(const grpc::ByteBuffer& buffer,
+                               DecodedGemmRequest* out);
+
+// A GemmResponse{c, timing} whose c are the `size` bytes at `data`, not
+// copied: `owner` is held until gRPC releases them.
+grpc::ByteBuffer EncodeGemmResponse(const char* data, size_t size,
+                                    const v1::Timing& timing,
+                                    std::shared_ptr<const void> owner);
 
 // Any message, serialized the ordinary way (one copy; for small messages).
 grpc::ByteBuffer EncodeMessage(const google::protobuf::Message& message);

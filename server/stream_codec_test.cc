@@ -106,5 +106,51 @@ TEST(StreamCodecTest, EncodedChunkIsAStreamResponseAndKeepsItsOwnerAlive) {
   EXPECT_EQ(response.chunk().data().back(), 'y');
 }
 
+TEST(StreamCodecTest, GemmRequestOperandsStayInTheSlices) {
+  v1::GemmRequest req;
+  req.mutable_params()->set_m(2);
+  req.mutable_params()->set_n(3);
+  req.mutable_params()->set_k(4);
+  req.mutable_params()->set_beta(0.5f);
+  req.set_a(std::string(32, 'a'));
+  req.set_b(std::string(48, 'b'));
+  req.set_c(std::string(24, 'c'));
+  const std::string wire = req.SerializeAsString();
+  for (size_t piece : {size_t{1}, size_t{5}, wire.size()}) {
+    DecodedGemmRequest in;
+    ASSERT_TRUE(DecodeGemmRequest(Cut(wire, piece), &in).ok());
+    EXPECT_EQ(in.header.params().SerializeAsString(),
+              req.params().SerializeAsString());
+    EXPECT_TRUE(in.header.a().empty()) << "operands are not copied into the header";
+    std::string a(in.a.size, '\0'), b(in.b.size, '\0'), c(in.c.size, '\0');
+    in.a.CopyTo(a.data());
+    in.b.CopyTo(b.data());
+    in.c.CopyTo(c.data());
+    EXPECT_EQ(a, req.a());
+    EXPECT_EQ(b, req.b());
+    EXPECT_EQ(c, req.c());
+  }
+}
+
+TEST(StreamCodecTest, EncodedGemmResponseParses) {
+  auto owner = std::make_shared<std::string>("0123456789abcdef");
+  v1::Timing timing;
+  timing.set_kernel("v5");
+  timing.set_compute_ms(1.25);
+  grpc::ByteBuffer buffer =
+      EncodeGemmResponse(owner->data(), owner->size(), timing, owner);
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(buffer.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  v1::GemmResponse response;
+  ASSERT_TRUE(response.ParseFromString(bytes));
+  EXPECT_EQ(response.c(), *owner);
+  EXPECT_EQ(response.timing().kernel(), "v5");
+  EXPECT_EQ(response.timing().compute_ms(), 1.25);
+}
+
 }  // namespace
 }  // namespace gemm::server
