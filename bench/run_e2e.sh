@@ -10,6 +10,9 @@
 # load, and times the client with bash's `time`. Everything lands under
 # $OUT/LABEL (logs, JSON, server.tsv); a table is printed last.
 # CASES (optional) selects cases by name, e.g. CASES="s128-c64-x8 one4096".
+# For A/B runs: CLIENT (the client binary, default gemm-client),
+# CLIENT_FLAGS and SERVER_FLAGS (added to every case), BACKEND (default
+# cuda; cpu for a dry run on a machine without a GPU).
 set -u
 LABEL=${1:-run}
 OUT=${OUT:-./out}
@@ -31,15 +34,16 @@ run_case() {
   if [ -n "${CASES:-}" ] && ! [[ " $CASES " == *" $name "* ]]; then return; fi
   rm -f "$T/port"
   # shellcheck disable=SC2086
-  gemm-server --listen 127.0.0.1:0 --port-file "$T/port" --backend cuda \
-      --dispatch-cache "$CACHE" $sflags >"$D/server-$name.log" 2>&1 &
+  gemm-server --listen 127.0.0.1:0 --port-file "$T/port" --backend "${BACKEND:-cuda}" \
+      --dispatch-cache "$CACHE" $sflags ${SERVER_FLAGS:-} >"$D/server-$name.log" 2>&1 &
   local pid=$!
   for _ in $(seq 300); do [ -s "$T/port" ] && break; sleep 0.05; done
   local port; port=$(cat "$T/port")
   local c0 r0; c0=$(cpu_ticks $pid); r0=$(kb $pid VmRSS)
   local tf="$T/time"
-  { TIMEFORMAT='%R %U %S'; time timeout 60 gemm-client load --server "127.0.0.1:$port" \
-      --json "$D/$name.json" -q "$@" >"$D/client-$name.log" 2>&1; } 2>"$tf"
+  # shellcheck disable=SC2086
+  { TIMEFORMAT='%R %U %S'; time timeout 60 "${CLIENT:-gemm-client}" load --server "127.0.0.1:$port" \
+      --json "$D/$name.json" -q "$@" ${CLIENT_FLAGS:-} >"$D/client-$name.log" 2>&1; } 2>"$tf"
   local c1 r1 h1; c1=$(cpu_ticks $pid); r1=$(kb $pid VmRSS); h1=$(kb $pid VmHWM)
   kill -TERM $pid; wait $pid
   local jobs; jobs=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['warmup_jobs']+r['count'])" "$D/$name.json" 2>/dev/null || echo 0)

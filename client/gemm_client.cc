@@ -16,9 +16,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "proto/wire_codec.h"
 
 namespace gemm::client {
 namespace {
+
+constexpr char kGemmMethod[] = "/gemm.v1.GemmService/Gemm";
+constexpr char kGemmStreamMethod[] = "/gemm.v1.GemmService/GemmStream";
 
 uint64_t OperandBytes(const GemmArgs& args, v1::Operand operand) {
   switch (operand) {
@@ -59,6 +63,15 @@ void FillParams(const GemmArgs& args, v1::GemmParams* params) {
 uint64_t JobBytes(const GemmArgs& args) {
   return OperandBytes(args, v1::OPERAND_A) + OperandBytes(args, v1::OPERAND_B) +
          OperandBytes(args, v1::OPERAND_C);
+}
+
+// The caller's operands, referred to (not copied) by outgoing messages.
+wire::BorrowedOperands Borrow(const GemmArgs& args) {
+  auto view = [&args](v1::Operand op) {
+    return absl::string_view(reinterpret_cast<const char*>(OperandData(args, op)),
+                             OperandBytes(args, op));
+  };
+  return {view(v1::OPERAND_A), view(v1::OPERAND_B), view(v1::OPERAND_C)};
 }
 
 }  // namespace
@@ -166,12 +179,12 @@ absl::Status CheckArgs(const GemmArgs& args) {
 // The client side of one GemmStream call. It owns itself from StartCall to
 // OnDone. gRPC operations are never started with mu_ held.
 class JobStream::Reactor final
-    : public grpc::ClientBidiReactor<v1::StreamRequest, v1::StreamResponse>,
+    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
       public std::enable_shared_from_this<JobStream::Reactor> {
  public:
   // `retries` (may be null when max_attempts is 1) must outlive the call;
   // the token sees to that.
-  Reactor(v1::GemmService::Stub* stub, std::shared_ptr<CallTracker> tracker,
+  Reactor(grpc::GenericStub* stub, std::shared_ptr<CallTracker> tracker,
           const GemmClient::Options& options, int max_attempts,
           RetryScheduler* retries)
       : token_(std::move(tracker)),
@@ -183,7 +196,8 @@ class JobStream::Reactor final
     if (options.timeout > absl::ZeroDuration()) {
       context_.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
     }
-    stub->async()->GemmStream(&context_, this);
+    stub->PrepareBidiStreamingCall(&context_, kGemmStreamMethod,
+                                   grpc::StubOptions(), this);
   }
 
   // Starts the call; the reactor owns itself (through `self`) until OnDone.
@@ -254,6 +268,7 @@ class JobStream::Reactor final
   }
 
   void OnWriteDone(bool ok) override {
+    std::vector<Completion> deferred;
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
@@ -261,7 +276,10 @@ class JobStream::Reactor final
         // The call is over; OnReadDone(false) and OnDone tell why.
         broken_ = true;
       }
+      deferred.swap(deferred_);
     }
+    // gRPC is done with the caller's bytes now; the jobs may end.
+    for (Completion& c : deferred) c.done(std::move(c.result));
     Pump();
   }
 
@@ -278,17 +296,32 @@ class JobStream::Reactor final
       Pump();
       return;
     }
-    Deliver(response_);
+    absl::Status decoded = wire::DecodeStreamResponse(response_, &decoded_);
+    if (!decoded.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        broken_ = true;
+        malformed_ = absl::InternalError(
+            absl::StrCat("from the server: ", decoded.message()));
+      }
+      context_.TryCancel();  // OnDone fails every job with malformed_
+      Pump();
+      return;
+    }
+    Deliver(decoded_);
     StartRead(&response_);
     Pump();  // the end of the last job may let the stream half-close
   }
 
   void OnDone(const grpc::Status& status) override {
     std::vector<Job> failed;
+    std::vector<Completion> deferred;
     absl::Status final_status = FromGrpcStatus(status);
     std::shared_ptr<Reactor> self;
     {
       absl::MutexLock lock(&mu_);
+      if (!malformed_.ok()) final_status = malformed_;
+      deferred.swap(deferred_);  // no write is in flight any more
       broken_ = true;
       call_done_ = true;
       for (Job& job : to_send_) failed.push_back(std::move(job));
@@ -298,6 +331,7 @@ class JobStream::Reactor final
       final_status_ = final_status;
       self = std::move(self_);
     }
+    for (Completion& c : deferred) c.done(std::move(c.result));
     for (Job& job : failed) {
       job.done(final_status.ok()
                    ? absl::InternalError(absl::StrCat(
@@ -320,6 +354,13 @@ class JobStream::Reactor final
     bool params_sent = false;
     int operand = v1::OPERAND_A;  // next operand to send
     uint64_t offset = 0;          // next byte of it
+  };
+
+  // A job's callback and result, held back while a write that carries the
+  // job's bytes is in flight (the caller may free them once called).
+  struct Completion {
+    GemmCallback done;
+    absl::StatusOr<v1::Timing> result;
   };
 
   // Lets the call end once nothing more will be written.
@@ -371,34 +412,29 @@ class JobStream::Reactor final
     }
   }
 
-  void NextMessage(v1::StreamRequest* request)
+  // Builds the next message of the job at the front of to_send_; its bytes
+  // are the caller's, referred to, not copied.
+  void NextMessage(grpc::ByteBuffer* request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    request->Clear();
     Job& job = to_send_.front();
-    request->set_job_id(job.id);
+    writing_job_ = job.id;
     if (!job.params_sent && JobBytes(job.args) <= whole_job_max_bytes_) {
       // The whole job in one message.
-      v1::GemmRequest* whole = request->mutable_job();
-      FillParams(job.args, whole->mutable_params());
-      whole->mutable_params()->set_inline_result_max_bytes(
-          inline_result_max_bytes_);
-      whole->set_a(reinterpret_cast<const char*>(job.args.a),
-                   OperandBytes(job.args, v1::OPERAND_A));
-      whole->set_b(reinterpret_cast<const char*>(job.args.b),
-                   OperandBytes(job.args, v1::OPERAND_B));
-      if (job.args.beta != 0.0f) {
-        whole->set_c(reinterpret_cast<const char*>(job.args.c),
-                     OperandBytes(job.args, v1::OPERAND_C));
-      }
+      v1::GemmParams params;
+      FillParams(job.args, &params);
+      params.set_inline_result_max_bytes(inline_result_max_bytes_);
+      *request = wire::EncodeWholeJob(job.id, params, Borrow(job.args));
       job.params_sent = true;
       const uint64_t id = job.id;
       in_flight_.emplace(id, std::move(job));
       to_send_.pop_front();
       return;
     }
+    v1::StreamRequest header;
+    header.set_job_id(job.id);
     if (!job.params_sent) {
-      FillParams(job.args, request->mutable_params());
-      request->mutable_params()->set_inline_result_max_bytes(
+      FillParams(job.args, header.mutable_params());
+      header.mutable_params()->set_inline_result_max_bytes(
           inline_result_max_bytes_);
       job.params_sent = true;
     }
@@ -409,13 +445,14 @@ class JobStream::Reactor final
       ++job.operand;
       job.offset = 0;
     }
+    absl::string_view data;
     if (job.operand <= v1::OPERAND_C) {
       const auto op = static_cast<v1::Operand>(job.operand);
       const uint64_t total = OperandBytes(job.args, op);
       const uint64_t n = std::min(chunk_bytes_, total - job.offset);
-      request->set_operand(op);
-      request->set_offset(job.offset);
-      request->set_data(
+      header.set_operand(op);
+      header.set_offset(job.offset);
+      data = absl::string_view(
           reinterpret_cast<const char*>(OperandData(job.args, op)) + job.offset,
           n);
       job.offset += n;
@@ -427,24 +464,31 @@ class JobStream::Reactor final
       }
     }
     if (job.operand > v1::OPERAND_C) {
-      request->set_end_of_job(true);
+      header.set_end_of_job(true);
       const uint64_t id = job.id;
       in_flight_.emplace(id, std::move(job));
       to_send_.pop_front();
     }
+    *request = wire::EncodeStreamRequest(header, data);
   }
 
-  void Deliver(const v1::StreamResponse& response) {
+  void Deliver(const wire::DecodedResponse& response) {
     GemmCallback done;
     absl::StatusOr<v1::Timing> result;
     {
       absl::MutexLock lock(&mu_);
-      auto it = in_flight_.find(response.job_id());
+      auto it = in_flight_.find(response.job_id);
       if (it == in_flight_.end()) {
-        if (!response.has_end() || !EndWhileSending(response, &done, &result)) {
+        if (!response.has_end || !EndWhileSending(response, &done, &result)) {
           return;  // not ours; ignore
         }
       } else if (!DeliverToJob(response, it, &done, &result)) {
+        return;
+      }
+      if (done && writing_ && writing_job_ == response.job_id) {
+        // The server ended the job (an error, most likely) while a write of
+        // its bytes is still in flight: call back once it is done.
+        deferred_.push_back({std::move(done), std::move(result)});
         return;
       }
     }
@@ -453,38 +497,39 @@ class JobStream::Reactor final
 
   // Applies a response to a job whose every part is sent. Returns true when
   // the job ended (`done` is then set unless it is to be retried).
-  bool DeliverToJob(const v1::StreamResponse& response,
+  bool DeliverToJob(const wire::DecodedResponse& response,
                     std::unordered_map<uint64_t, Job>::iterator it,
                     GemmCallback* done, absl::StatusOr<v1::Timing>* result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Job& job = it->second;
-    if (response.has_chunk()) {
-      const v1::ResultChunk& chunk = response.chunk();
-      if (chunk.offset() > job.c_bytes ||
-          chunk.data().size() > job.c_bytes - chunk.offset()) {
+    if (response.has_chunk) {
+      if (response.chunk_offset > job.c_bytes ||
+          response.data.size > job.c_bytes - response.chunk_offset) {
         job.c_received = UINT64_MAX;  // reported at the end record
         return false;
       }
-      std::memcpy(reinterpret_cast<char*>(job.c_out) + chunk.offset(),
-                  chunk.data().data(), chunk.data().size());
-      job.c_received += chunk.data().size();
+      // The one copy of a result byte on the client: from the received
+      // slices into the caller's c_out.
+      response.data.CopyTo(reinterpret_cast<char*>(job.c_out) +
+                           response.chunk_offset);
+      job.c_received += response.data.size;
       return false;
     }
-    if (!response.has_end()) return false;
-    const v1::JobEnd& end = response.end();
+    if (!response.has_end) return false;
+    const v1::JobEnd& end = response.end;
     if (end.code() == static_cast<int>(absl::StatusCode::kUnavailable) &&
         job.attempt < max_attempts_) {
       ScheduleRetry(std::move(job));
       in_flight_.erase(it);
       return true;
     }
-    if (end.code() == 0 && !end.c().empty() && job.c_received == 0) {
+    if (end.code() == 0 && response.data.size > 0 && job.c_received == 0) {
       // The result came inside the end record (inline_result_max_bytes).
-      if (end.c().size() == job.c_bytes) {
-        std::memcpy(job.c_out, end.c().data(), job.c_bytes);
+      if (response.data.size == job.c_bytes) {
+        response.data.CopyTo(reinterpret_cast<char*>(job.c_out));
         job.c_received = job.c_bytes;
       } else {
-        job.c_received = end.c().size();
+        job.c_received = response.data.size;
       }
     }
     if (end.code() != 0) {
@@ -505,17 +550,17 @@ class JobStream::Reactor final
   // A job can end before all of it is sent: the server may refuse it as
   // soon as it reads the params. Then the rest of it is never sent, and the
   // job ends (or is retried) now. Returns false for an id not on the stream.
-  bool EndWhileSending(const v1::StreamResponse& response, GemmCallback* done,
+  bool EndWhileSending(const wire::DecodedResponse& response, GemmCallback* done,
                        absl::StatusOr<v1::Timing>* result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = std::find_if(to_send_.begin(), to_send_.end(),
                            [&response](const Job& job) {
-                             return job.id == response.job_id();
+                             return job.id == response.job_id;
                            });
     if (it == to_send_.end()) return false;
     Job job = std::move(*it);
     to_send_.erase(it);
-    const v1::JobEnd& end = response.end();
+    const v1::JobEnd& end = response.end;
     if (end.code() == static_cast<int>(absl::StatusCode::kUnavailable) &&
         job.attempt < max_attempts_) {
       ScheduleRetry(std::move(job));
@@ -575,8 +620,9 @@ class JobStream::Reactor final
   const int max_attempts_;
   RetryScheduler* const retries_;
   grpc::ClientContext context_;
-  v1::StreamRequest request_;    // owned by the write in flight
-  v1::StreamResponse response_;  // owned by the read in flight
+  grpc::ByteBuffer request_;   // owned by the write in flight
+  grpc::ByteBuffer response_;  // owned by the read in flight
+  wire::DecodedResponse decoded_;  // of response_, used by the read reaction
   absl::Notification done_;
 
   absl::Mutex mu_;
@@ -585,6 +631,11 @@ class JobStream::Reactor final
   std::unordered_map<uint64_t, Job> in_flight_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  // The job whose bytes the write in flight carries.
+  uint64_t writing_job_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<Completion> deferred_ ABSL_GUARDED_BY(mu_);
+  // Set when a response could not be decoded; the call's final status.
+  absl::Status malformed_ ABSL_GUARDED_BY(mu_);
   bool close_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool writes_done_sent_ ABSL_GUARDED_BY(mu_) = false;
   bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
@@ -639,6 +690,7 @@ GemmClient::GemmClient(const Options& options) : options_(options) {
       channel.channel = grpc::CreateCustomChannel(
           target, grpc::InsecureChannelCredentials(), arguments);
       channel.stub = v1::GemmService::NewStub(channel.channel);
+      channel.raw = std::make_unique<grpc::GenericStub>(channel.channel);
       channels_.push_back(std::move(channel));
     }
   }
@@ -764,7 +816,7 @@ void GemmClient::StartAttempt(const GemmArgs& args, float* c_out,
     // A stream of one job: it frees itself once the job has ended. Retries
     // happen here, not inside the stream.
     auto reactor = std::make_shared<JobStream::Reactor>(
-        channel.stub.get(), tracker_, options_, 1, nullptr);
+        channel.raw.get(), tracker_, options_, 1, nullptr);
     reactor->Start(reactor);
     reactor->Submit(args, c_out, std::move(done));
     reactor->Close();
@@ -777,34 +829,37 @@ void GemmClient::StartAttempt(const GemmArgs& args, float* c_out,
         : token(std::move(tracker)) {}
     CallTracker::Token token;  // destroyed last
     grpc::ClientContext context;
-    v1::GemmRequest request;
-    v1::GemmResponse response;
+    grpc::ByteBuffer request;  // refers to the caller's operands
+    grpc::ByteBuffer response;
   };
   Call* call = new Call(tracker_);
   ApplyDeadline(&call->context);
-  FillParams(args, call->request.mutable_params());
-  call->request.set_a(reinterpret_cast<const char*>(args.a),
-                      OperandBytes(args, v1::OPERAND_A));
-  call->request.set_b(reinterpret_cast<const char*>(args.b),
-                      OperandBytes(args, v1::OPERAND_B));
-  if (args.beta != 0.0f) {
-    call->request.set_c(reinterpret_cast<const char*>(args.c),
-                        OperandBytes(args, v1::OPERAND_C));
-  }
+  v1::GemmParams params;
+  FillParams(args, &params);
+  call->request = wire::EncodeGemmRequest(params, Borrow(args));
   const uint64_t c_bytes = 4ull * args.m * args.n;
-  channel.stub->async()->Gemm(
-      &call->context, &call->request, &call->response,
+  channel.raw->UnaryCall(
+      &call->context, kGemmMethod, grpc::StubOptions(), &call->request,
+      &call->response,
       [call, c_out, c_bytes, done = std::move(done)](grpc::Status status) {
         absl::StatusOr<v1::Timing> result;
+        wire::DecodedGemmResponse response;
+        absl::Status decoded;
+        if (status.ok()) {
+          decoded = wire::DecodeGemmResponse(call->response, &response);
+        }
         if (!status.ok()) {
           result = FromGrpcStatus(status);
-        } else if (call->response.c().size() != c_bytes) {
+        } else if (!decoded.ok()) {
+          result = absl::InternalError(
+              absl::StrCat("from the server: ", decoded.message()));
+        } else if (response.c.size != c_bytes) {
           result = absl::InternalError(
               absl::StrFormat("server sent %d bytes of C, expected %d",
-                              call->response.c().size(), c_bytes));
+                              response.c.size, c_bytes));
         } else {
-          std::memcpy(c_out, call->response.c().data(), c_bytes);
-          result = std::move(*call->response.mutable_timing());
+          response.c.CopyTo(reinterpret_cast<char*>(c_out));
+          result = std::move(*response.header.mutable_timing());
         }
         // The user's callback runs before the call's token goes, so that
         // ~GemmClient waits for it too.
@@ -816,7 +871,7 @@ void GemmClient::StartAttempt(const GemmArgs& args, float* c_out,
 std::unique_ptr<JobStream> GemmClient::OpenStream() {
   Channel& channel = NextChannel();
   auto reactor = std::make_shared<JobStream::Reactor>(
-      channel.stub.get(), tracker_, options_, options_.retry.max_attempts,
+      channel.raw.get(), tracker_, options_, options_.retry.max_attempts,
       retries_.get());
   reactor->Start(reactor);
   return std::make_unique<JobStream>(std::move(reactor), channel.target);

@@ -18,9 +18,10 @@
 // job of at most Options.whole_job_max_bytes travels as one message and a
 // result of at most Options.inline_result_max_bytes comes back as one.
 //
-// Results land in the caller's c_out. The unary path copies C once, from the
-// received message into c_out; the stream path copies each result chunk
-// straight into c_out. Operands are copied once into the outgoing messages.
+// Zero copy: both calls are raw (grpc::ByteBuffer, proto/wire_codec.h).
+// Operands are never copied in user space: the outgoing messages refer to
+// the caller's A, B and C, which gRPC hands to the socket. Results are
+// copied once, from the received slices straight into the caller's c_out.
 //
 // Deadlines: Options.timeout is the gRPC deadline of each call attempt (for
 // a JobStream, of the whole stream). GemmArgs.timeout_ms is the server-side
@@ -59,6 +60,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/gemm.grpc.pb.h"
 
@@ -239,7 +241,8 @@ class GemmClient {
   struct Channel {
     std::string target;
     std::shared_ptr<grpc::Channel> channel;
-    std::unique_ptr<v1::GemmService::Stub> stub;
+    std::unique_ptr<v1::GemmService::Stub> stub;  // Info, tests
+    std::unique_ptr<grpc::GenericStub> raw;       // Gemm, GemmStream
   };
 
   explicit GemmClient(const Options& options);

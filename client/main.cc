@@ -25,6 +25,7 @@
 #include "client/npy.h"
 #include "client/reference_gemm.h"
 #include "server/version.h"
+#include "server/large_allocations.h"
 
 namespace gemm::client {
 namespace {
@@ -479,6 +480,7 @@ int RunKernels(const CommonFlags& flags, const KernelsFlags& f) {
 }  // namespace gemm::client
 
 int main(int argc, char** argv) {
+  gemm::KeepLargeAllocations();
   using namespace gemm::client;
   CLI::App app{"gemm-client: submits GEMMs to a gemm-server"};
   app.set_version_flag("--version", std::string(gemm::kVersion));

@@ -330,8 +330,13 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
       RETURN_IF_ERROR(CudaStatus(
           cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking),
           "cudaStreamCreate"));
+      // The batch's last event is the one its worker waits on.
       for (cudaEvent_t& e : s.events) {
-        RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&e), "cudaEventCreate"));
+        RETURN_IF_ERROR(CudaStatus(
+            cudaEventCreateWithFlags(&e, options.blocking_sync
+                                             ? cudaEventBlockingSync
+                                             : cudaEventDefault),
+            "cudaEventCreate"));
       }
     }
     executor->smallest_budget_ =

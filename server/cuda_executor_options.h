@@ -27,6 +27,12 @@ struct CudaExecutorOptions {
   // Pinned host memory kept for reuse once jobs end; blocks beyond it go
   // back to the driver. Default 4 GiB.
   uint64_t pinned_cache_bytes = uint64_t{4} << 30;
+  // How a worker waits for its batch to finish on the GPU. true (the
+  // default): it sleeps until the driver wakes it (cudaEventBlockingSync),
+  // leaving the host's cores to gRPC; false: it spins on the event, which
+  // answers a few microseconds sooner but keeps one core busy per waiting
+  // worker (docs/performance.md).
+  bool blocking_sync = true;
   // Measure the dispatch table at start. false: "auto" always runs cuBLAS.
   // Default true.
   bool calibrate = true;

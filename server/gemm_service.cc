@@ -10,12 +10,20 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "proto/wire_codec.h"
 #include "server/status_macros.h"
-#include "server/stream_codec.h"
 #include "spdlog/spdlog.h"
 
 namespace gemm::server {
 namespace {
+
+using wire::DecodedGemmRequest;
+using wire::DecodedRequest;
+using wire::DecodeGemmRequest;
+using wire::DecodeStreamRequest;
+using wire::EncodeGemmResponse;
+using wire::EncodeMessage;
+using wire::EncodeResultChunk;
 
 double ToMs(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
@@ -43,7 +51,7 @@ float* OperandData(GemmJob& job, v1::Operand operand) {
 
 // One GemmStream call. Reads job parts, submits complete jobs, writes
 // results back one message at a time. Messages are handled as raw byte
-// buffers (stream_codec.h): operand bytes are copied once, from gRPC's
+// buffers (proto/wire_codec.h): operand bytes are copied once, from gRPC's
 // slices into the job's storage, and result chunks leave from the job's own
 // memory without a copy. gRPC operations are never started with mu_ held:
 // their reactions may run inline.
@@ -84,7 +92,9 @@ class GemmStreamReactor final
         service_->CountRejected();
         QueueError(decoded_.header.job_id(), std::move(decoded));
       }
-      decoded_.data.clear();
+      // Lets go of the received bytes now, not at the next read.
+      decoded_.data = decoded_.job_a = decoded_.job_b = decoded_.job_c =
+          wire::Pieces();
       decoded_.slices.clear();
     }
     request_.Clear();
@@ -156,7 +166,7 @@ class GemmStreamReactor final
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const v1::StreamRequest& req = in.header;
     const uint64_t id = req.job_id();
-    if (req.has_job()) return HandleWholeJob(in);
+    if (in.has_job) return HandleWholeJob(in);
     const bool ended = req.end_of_job();
     if (discarding_.count(id) > 0 && !req.has_params()) {
       if (ended) discarding_.erase(id);
@@ -190,7 +200,7 @@ class GemmStreamReactor final
                      ended);
     }
     Receiving& receiving = it->second;
-    if (in.data_size > 0) {
+    if (in.data.size > 0) {
       absl::Status s = AppendChunk(in, receiving);
       if (!s.ok()) return FailJob(id, std::move(s), ended);
     }
@@ -219,7 +229,7 @@ class GemmStreamReactor final
     const v1::StreamRequest& req = in.header;
     const uint64_t id = req.job_id();
     discarding_.erase(id);
-    const v1::GemmRequest& whole = req.job();
+    const v1::GemmRequest& whole = in.job;
     auto fail = [&](absl::Status status) {
       FailJob(id, std::move(status), /*ended=*/true);
     };
@@ -228,7 +238,7 @@ class GemmStreamReactor final
           "job_id ", id, ": job: sent while the job is already open")));
     }
     if (req.has_params() || req.operand() != v1::OPERAND_UNSPECIFIED ||
-        req.offset() != 0 || in.data_size > 0) {
+        req.offset() != 0 || in.data.size > 0) {
       return fail(absl::InvalidArgumentError(absl::StrCat(
           "job_id ", id,
           ": job: a whole-job message must not also carry params, operand, "
@@ -241,18 +251,18 @@ class GemmStreamReactor final
     absl::StatusOr<GemmProblem> problem = ValidateParams(
         whole.params(), service_->options().limits, service_->executor());
     if (!problem.ok()) return fail(problem.status());
-    absl::Status s = CheckOperandBytes(*problem, whole.a().size(),
-                                       whole.b().size(), whole.c().size());
+    absl::Status s = CheckOperandBytes(*problem, in.job_a.size,
+                                       in.job_b.size, in.job_c.size);
     if (!s.ok()) {
       return fail(absl::InvalidArgumentError(
           absl::StrCat("job_id ", id, ": ", s.message())));
     }
     absl::StatusOr<std::shared_ptr<GemmJob>> job = service_->NewJob(*problem);
     if (!job.ok()) return fail(job.status());
-    std::memcpy((*job)->a(), whole.a().data(), whole.a().size());
-    std::memcpy((*job)->b(), whole.b().data(), whole.b().size());
+    in.job_a.CopyTo(reinterpret_cast<char*>((*job)->a()));
+    in.job_b.CopyTo(reinterpret_cast<char*>((*job)->b()));
     if (problem->beta != 0.0f) {
-      std::memcpy((*job)->c(), whole.c().data(), whole.c().size());
+      in.job_c.CopyTo(reinterpret_cast<char*>((*job)->c()));
     }
     Submit(id, std::move(*job), whole.params().inline_result_max_bytes());
   }
@@ -277,21 +287,17 @@ class GemmStreamReactor final
           "offset %d, got %d",
           req.job_id(), v1::Operand_Name(op), received, req.offset()));
     }
-    if (received + in.data_size > expected) {
+    if (received + in.data.size > expected) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "job_id %d: data: %s would grow to %d bytes, but the shape %s "
           "gives it %d",
-          req.job_id(), v1::Operand_Name(op), received + in.data_size,
+          req.job_id(), v1::Operand_Name(op), received + in.data.size,
           receiving.job->shape().ToString(), expected));
     }
     // The one copy of an operand byte on the server: from gRPC's slices
     // into the job's (pinned) storage.
-    char* dst = reinterpret_cast<char*>(base) + received;
-    for (absl::string_view piece : in.data) {
-      std::memcpy(dst, piece.data(), piece.size());
-      dst += piece.size();
-    }
-    received += in.data_size;
+    in.data.CopyTo(reinterpret_cast<char*>(base) + received);
+    received += in.data.size;
     return absl::OkStatus();
   }
 

@@ -35,7 +35,7 @@ void FillTiming(const GemmJob& job, v1::Timing* timing);
 
 // Info uses the generated message types; Gemm and GemmStream are raw
 // methods (grpc::ByteBuffer in and out) so that operand and result bytes
-// skip the protobuf copies (stream_codec.h). Reflection still describes them
+// skip the protobuf copies (proto/wire_codec.h). Reflection still describes them
 // by the proto: the wire format is the same.
 using GemmServiceBase = v1::GemmService::WithCallbackMethod_Info<
     v1::GemmService::WithRawCallbackMethod_Gemm<

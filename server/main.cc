@@ -12,8 +12,10 @@
 #include "server/gemm_server.h"
 #include "server/version.h"
 #include "spdlog/spdlog.h"
+#include "server/large_allocations.h"
 
 int main(int argc, char** argv) {
+  gemm::KeepLargeAllocations();
   using gemm::server::GemmServer;
   GemmServer::Options options;
   std::string log_level = "info";
@@ -79,6 +81,10 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--streams-per-device", options.cuda.streams_per_device,
                  "CUDA streams per device: batches in flight on each GPU")
+      ->capture_default_str();
+  app.add_option("--cuda-blocking-sync", options.cuda.blocking_sync,
+                 "CUDA workers sleep until their batch is done (false: they "
+                 "spin, a core each)")
       ->capture_default_str();
   app.add_option("--device-memory-budget-bytes",
                  options.cuda.device_memory_budget_bytes,

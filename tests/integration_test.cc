@@ -400,6 +400,67 @@ TEST(LimitsTest, OversizedJobsAreResourceExhausted) {
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
+TEST(LimitsTest, AJobRefusedMidUploadEndsOnlyOnceItsBytesAreSent) {
+  // Operands go out without a copy, straight from the caller's memory. The
+  // server refuses these jobs as soon as it reads their params, while the
+  // client may still be sending their chunks; the rest is never sent, and
+  // each callback poisons and frees the operands. The client holds a
+  // callback back while a write of the job's bytes is in flight; whether
+  // this run hits that window depends on timing, so the check of that part
+  // is an ASan build (--config=asan) seeing no use after free.
+  ServerProcess server({"--max-job-bytes", "1000000"});
+  ASSERT_TRUE(server.Start().ok());
+  GemmClient::Options options;
+  options.target = server.address();
+  // Large chunks: the refusal comes back while the next one is on its
+  // way.
+  options.chunk_bytes = 4 << 20;
+  auto client = GemmClient::Create(options);
+  ASSERT_TRUE(client.ok());
+  auto stream = (*client)->OpenStream();
+  constexpr uint32_t kDim = 1200;  // 17 MB per job
+  constexpr int kJobs = 8;
+  std::vector<float> out(uint64_t{kDim} * kDim);
+  absl::Mutex mu;
+  std::vector<absl::Status> statuses;
+  for (int i = 0; i < kJobs; ++i) {
+    auto* a = new std::vector<float>(uint64_t{kDim} * kDim);
+    auto* b = new std::vector<float>(uint64_t{kDim} * kDim);
+    client::FillRandom(a->data(), a->size(), 10 + i);
+    client::FillRandom(b->data(), b->size(), 20 + i);
+    GemmArgs args{.m = kDim, .n = kDim, .k = kDim, .a = a->data(),
+                  .b = b->data()};
+    stream->Submit(args, out.data(),
+                   [&, a, b](absl::StatusOr<v1::Timing> t) {
+                     std::fill(a->begin(), a->end(), -1.0f);
+                     std::fill(b->begin(), b->end(), -1.0f);
+                     delete a;
+                     delete b;
+                     absl::MutexLock lock(&mu);
+                     statuses.push_back(t.status());
+                   });
+  }
+  // The stream goes on: a small job after them is answered correctly.
+  TestJob small(30, 20, 10, false, false, 1.0f, 0.0f, 5);
+  absl::Notification small_done;
+  absl::Status small_status;
+  stream->Submit(small.args, small.out.data(),
+                 [&](absl::StatusOr<v1::Timing> t) {
+                   small_status = t.status();
+                   small_done.Notify();
+                 });
+  ASSERT_TRUE(stream->Finish().ok());
+  ASSERT_TRUE(small_done.HasBeenNotified());
+  EXPECT_TRUE(small_status.ok()) << small_status;
+  EXPECT_LE(small.Error(), kTolerance);
+  ASSERT_EQ(statuses.size(), static_cast<size_t>(kJobs));
+  for (const absl::Status& s : statuses) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+    EXPECT_NE(s.message().find("max_job_bytes"), std::string::npos) << s;
+  }
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
 TEST(LimitsTest, FullQueueIsUnavailableAndAcceptedJobsAllFinish) {
   // One slow job keeps the single worker busy; of the small jobs behind it,
   // one fits the queue and the rest are turned away.

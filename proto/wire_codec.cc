@@ -1,0 +1,464 @@
+#include "proto/wire_codec.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "grpc/slice.h"
+
+namespace gemm::wire {
+namespace {
+
+constexpr uint32_t kWireVarint = 0;
+constexpr uint32_t kWireFixed64 = 1;
+constexpr uint32_t kWireLengthDelimited = 2;
+constexpr uint32_t kWireFixed32 = 5;
+
+// Borrowed or owned bytes shorter than this are copied into the message:
+// a slice of their own costs more than the copy.
+constexpr uint64_t kCopyBelowBytes = 512;
+
+// Reads bytes across a sequence of pieces.
+class PieceCursor {
+ public:
+  explicit PieceCursor(const std::vector<absl::string_view>& parts)
+      : parts_(parts) {
+    SkipEmpty();
+  }
+
+  bool AtEnd() const { return index_ >= parts_.size(); }
+
+  bool ReadByte(uint8_t* byte) {
+    if (AtEnd()) return false;
+    *byte = static_cast<uint8_t>(parts_[index_][offset_]);
+    Advance(1);
+    return true;
+  }
+
+  bool ReadVarint(uint64_t* value) {
+    *value = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      uint8_t byte;
+      if (!ReadByte(&byte)) return false;
+      *value |= uint64_t{byte & 0x7fu} << shift;
+      if ((byte & 0x80) == 0) return true;
+    }
+    return false;  // more than 10 bytes
+  }
+
+  // Takes the next `size` bytes: appended to `raw` (a copy) when given,
+  // else as pieces pointing into the input.
+  bool Take(uint64_t size, std::string* raw,
+            std::vector<absl::string_view>* pieces) {
+    while (size > 0) {
+      if (AtEnd()) return false;
+      const absl::string_view part = parts_[index_];
+      const size_t n = std::min<uint64_t>(size, part.size() - offset_);
+      const char* p = part.data() + offset_;
+      if (raw != nullptr) raw->append(p, n);
+      if (pieces != nullptr) pieces->emplace_back(p, n);
+      Advance(n);
+      size -= n;
+    }
+    return true;
+  }
+
+ private:
+  void Advance(size_t n) {
+    offset_ += n;
+    if (offset_ == parts_[index_].size()) {
+      ++index_;
+      offset_ = 0;
+      SkipEmpty();
+    }
+  }
+  void SkipEmpty() {
+    while (index_ < parts_.size() && parts_[index_].empty()) ++index_;
+  }
+
+  const std::vector<absl::string_view>& parts_;
+  size_t index_ = 0;
+  size_t offset_ = 0;
+};
+
+void AppendVarint(uint64_t value, std::string* out) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+void ReleaseOwner(void* owner) {
+  delete static_cast<std::shared_ptr<const void>*>(owner);
+}
+
+// The size of `operands` and `params` encoded as a GemmRequest.
+uint64_t GemmRequestSize(uint64_t params_size,
+                         const BorrowedOperands& operands) {
+  uint64_t size = LengthDelimitedSize(1, params_size);
+  if (!operands.a.empty()) size += LengthDelimitedSize(2, operands.a.size());
+  if (!operands.b.empty()) size += LengthDelimitedSize(3, operands.b.size());
+  if (!operands.c.empty()) size += LengthDelimitedSize(4, operands.c.size());
+  return size;
+}
+
+void WriteGemmRequest(const v1::GemmParams& params, uint64_t params_size,
+                      const BorrowedOperands& operands, MessageWriter* out) {
+  out->Tag(1, kWireLengthDelimited);
+  out->Varint(params_size);
+  out->AppendMessage(params);
+  // Empty fields are left out, as protobuf does.
+  if (!operands.a.empty()) {
+    out->BorrowedBytes(2, operands.a.data(), operands.a.size());
+  }
+  if (!operands.b.empty()) {
+    out->BorrowedBytes(3, operands.b.data(), operands.b.size());
+  }
+  if (!operands.c.empty()) {
+    out->BorrowedBytes(4, operands.c.data(), operands.c.size());
+  }
+}
+
+}  // namespace
+
+size_t VarintSize(uint64_t value) {
+  size_t n = 1;
+  while (value >= 0x80) {
+    value >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+uint64_t LengthDelimitedSize(uint32_t field, uint64_t size) {
+  return VarintSize(uint64_t{field} << 3 | kWireLengthDelimited) +
+         VarintSize(size) + size;
+}
+
+void Pieces::CopyTo(char* dst) const {
+  for (absl::string_view part : parts) {
+    std::memcpy(dst, part.data(), part.size());
+    dst += part.size();
+  }
+}
+
+absl::Status ReadBuffer(const grpc::ByteBuffer& buffer,
+                        std::vector<grpc::Slice>* slices, Pieces* bytes) {
+  slices->clear();
+  grpc::Status dumped = buffer.Dump(slices);
+  if (!dumped.ok()) {
+    return absl::InternalError(
+        absl::StrCat("reading a message: ", dumped.error_message()));
+  }
+  bytes->parts.clear();
+  bytes->size = 0;
+  bytes->present = true;
+  for (const grpc::Slice& slice : *slices) {
+    bytes->parts.emplace_back(reinterpret_cast<const char*>(slice.begin()),
+                              slice.size());
+    bytes->size += slice.size();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeWithPieces(const Pieces& input,
+                              const std::vector<uint32_t>& piece_fields,
+                              google::protobuf::Message* header,
+                              std::vector<Pieces>* pieces) {
+  pieces->assign(piece_fields.size(), Pieces());
+  // Every other field is re-assembled (tag and value) into `rest` and
+  // parsed by protobuf. As in protobuf, a repeated field keeps the last
+  // value.
+  std::string rest;
+  PieceCursor cursor(input.parts);
+  auto malformed = [header](const char* what) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "malformed ", header->GetDescriptor()->name(), ": ", what));
+  };
+  while (!cursor.AtEnd()) {
+    uint64_t tag;
+    if (!cursor.ReadVarint(&tag)) return malformed("truncated tag");
+    const uint32_t field = static_cast<uint32_t>(tag >> 3);
+    const uint32_t wire = static_cast<uint32_t>(tag & 7);
+    if (field == 0) return malformed("field number 0");
+    if (wire == kWireLengthDelimited) {
+      auto it = std::find(piece_fields.begin(), piece_fields.end(), field);
+      if (it != piece_fields.end()) {
+        Pieces& p = (*pieces)[it - piece_fields.begin()];
+        uint64_t size;
+        if (!cursor.ReadVarint(&size)) return malformed("truncated length");
+        p.parts.clear();
+        if (!cursor.Take(size, nullptr, &p.parts)) {
+          return malformed("a field runs past the end of the message");
+        }
+        p.size = size;
+        p.present = true;
+        continue;
+      }
+    }
+    AppendVarint(tag, &rest);
+    switch (wire) {
+      case kWireVarint: {
+        uint64_t value;
+        if (!cursor.ReadVarint(&value)) return malformed("truncated varint");
+        AppendVarint(value, &rest);
+        break;
+      }
+      case kWireFixed64:
+        if (!cursor.Take(8, &rest, nullptr)) return malformed("truncated");
+        break;
+      case kWireFixed32:
+        if (!cursor.Take(4, &rest, nullptr)) return malformed("truncated");
+        break;
+      case kWireLengthDelimited: {
+        uint64_t size;
+        if (!cursor.ReadVarint(&size)) return malformed("truncated length");
+        AppendVarint(size, &rest);
+        if (!cursor.Take(size, &rest, nullptr)) {
+          return malformed("a field runs past the end of the message");
+        }
+        break;
+      }
+      default:
+        return malformed("unsupported wire type");
+    }
+  }
+  if (!header->ParseFromString(rest)) return malformed("bad fields");
+  return absl::OkStatus();
+}
+
+absl::Status DecodeWithPieces(const grpc::ByteBuffer& buffer,
+                              const std::vector<uint32_t>& piece_fields,
+                              google::protobuf::Message* header,
+                              std::vector<Pieces>* pieces,
+                              std::vector<grpc::Slice>* slices) {
+  Pieces all;
+  absl::Status read = ReadBuffer(buffer, slices, &all);
+  if (!read.ok()) return read;
+  return DecodeWithPieces(all, piece_fields, header, pieces);
+}
+
+// ---- MessageWriter ----
+
+void MessageWriter::Tag(uint32_t field, uint32_t wire_type) {
+  Varint(uint64_t{field} << 3 | wire_type);
+}
+
+void MessageWriter::Varint(uint64_t value) {
+  const size_t before = pending_.size();
+  AppendVarint(value, &pending_);
+  size_ += pending_.size() - before;
+}
+
+void MessageWriter::Append(absl::string_view bytes) {
+  pending_.append(bytes.data(), bytes.size());
+  size_ += bytes.size();
+}
+
+void MessageWriter::AppendMessage(const google::protobuf::Message& message) {
+  const size_t before = pending_.size();
+  message.AppendToString(&pending_);
+  size_ += pending_.size() - before;
+}
+
+void MessageWriter::FlushPending() {
+  if (pending_.empty()) return;
+  slices_.emplace_back(pending_);
+  pending_.clear();
+}
+
+void MessageWriter::AddBody(grpc::Slice slice, uint64_t size) {
+  FlushPending();
+  slices_.push_back(std::move(slice));
+  size_ += size;
+}
+
+void MessageWriter::BorrowedBytes(uint32_t field, const char* data,
+                                  uint64_t size) {
+  Tag(field, kWireLengthDelimited);
+  Varint(size);
+  if (size < kCopyBelowBytes) {
+    Append(absl::string_view(data, size));
+    return;
+  }
+  AddBody(grpc::Slice(data, size, grpc::Slice::STATIC_SLICE), size);
+}
+
+void MessageWriter::OwnedBytes(uint32_t field, const char* data,
+                               uint64_t size,
+                               std::shared_ptr<const void> owner) {
+  Tag(field, kWireLengthDelimited);
+  Varint(size);
+  if (size < kCopyBelowBytes) {
+    Append(absl::string_view(data, size));
+    return;
+  }
+  auto* held = new std::shared_ptr<const void>(std::move(owner));
+  grpc_slice body = grpc_slice_new_with_user_data(const_cast<char*>(data),
+                                                  size, &ReleaseOwner, held);
+  AddBody(grpc::Slice(body, grpc::Slice::STEAL_REF), size);
+}
+
+grpc::ByteBuffer MessageWriter::Finish() {
+  FlushPending();
+  grpc::ByteBuffer buffer(slices_.data(), slices_.size());
+  slices_.clear();
+  size_ = 0;
+  return buffer;
+}
+
+// ---- Server side ----
+
+absl::Status DecodeStreamRequest(const grpc::ByteBuffer& buffer,
+                                 DecodedRequest* out) {
+  // StreamRequest: data 5, job 7 (GemmRequest: params 1, a 2, b 3, c 4).
+  std::vector<Pieces> pieces;
+  out->data = Pieces();
+  out->has_job = false;
+  out->job.Clear();
+  out->job_a = out->job_b = out->job_c = Pieces();
+  absl::Status s =
+      DecodeWithPieces(buffer, {5, 7}, &out->header, &pieces, &out->slices);
+  if (!s.ok()) return s;
+  out->data = std::move(pieces[0]);
+  if (!pieces[1].present) return absl::OkStatus();
+  std::vector<Pieces> operands;
+  s = DecodeWithPieces(pieces[1], {2, 3, 4}, &out->job, &operands);
+  if (!s.ok()) return s;
+  out->has_job = true;
+  out->job_a = std::move(operands[0]);
+  out->job_b = std::move(operands[1]);
+  out->job_c = std::move(operands[2]);
+  return absl::OkStatus();
+}
+
+absl::Status DecodeGemmRequest(const grpc::ByteBuffer& buffer,
+                               DecodedGemmRequest* out) {
+  // GemmRequest: params 1, a 2, b 3, c 4.
+  std::vector<Pieces> pieces;
+  absl::Status s =
+      DecodeWithPieces(buffer, {2, 3, 4}, &out->header, &pieces, &out->slices);
+  if (!s.ok()) return s;
+  out->a = std::move(pieces[0]);
+  out->b = std::move(pieces[1]);
+  out->c = std::move(pieces[2]);
+  return absl::OkStatus();
+}
+
+grpc::ByteBuffer EncodeGemmResponse(const char* data, size_t size,
+                                    const v1::Timing& timing,
+                                    std::shared_ptr<const void> owner) {
+  MessageWriter out;
+  out.OwnedBytes(1, data, size, std::move(owner));  // GemmResponse.c
+  out.Tag(2, kWireLengthDelimited);                 // GemmResponse.timing
+  out.Varint(timing.ByteSizeLong());
+  out.AppendMessage(timing);
+  return out.Finish();
+}
+
+grpc::ByteBuffer EncodeResultChunk(uint64_t job_id, uint64_t offset,
+                                   const char* data, size_t size,
+                                   std::shared_ptr<const void> owner) {
+  // ResultChunk: offset (field 1, varint), data (field 2, bytes).
+  const uint64_t chunk_size =
+      1 + VarintSize(offset) + LengthDelimitedSize(2, size);
+  MessageWriter out;
+  out.Tag(1, kWireVarint);  // StreamResponse.job_id
+  out.Varint(job_id);
+  out.Tag(2, kWireLengthDelimited);  // StreamResponse.chunk
+  out.Varint(chunk_size);
+  out.Tag(1, kWireVarint);  // ResultChunk.offset
+  out.Varint(offset);
+  out.OwnedBytes(2, data, size, std::move(owner));  // ResultChunk.data
+  return out.Finish();
+}
+
+grpc::ByteBuffer EncodeMessage(const google::protobuf::Message& message) {
+  grpc::Slice slice(message.SerializeAsString());
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+// ---- Client side ----
+
+grpc::ByteBuffer EncodeStreamRequest(const v1::StreamRequest& header,
+                                     absl::string_view data) {
+  MessageWriter out;
+  out.AppendMessage(header);
+  // StreamRequest.data (field 5); fields may come in any order.
+  if (!data.empty()) out.BorrowedBytes(5, data.data(), data.size());
+  return out.Finish();
+}
+
+grpc::ByteBuffer EncodeWholeJob(uint64_t job_id, const v1::GemmParams& params,
+                                const BorrowedOperands& operands) {
+  const uint64_t params_size = params.ByteSizeLong();
+  MessageWriter out;
+  out.Tag(1, kWireVarint);  // StreamRequest.job_id
+  out.Varint(job_id);
+  out.Tag(7, kWireLengthDelimited);  // StreamRequest.job
+  out.Varint(GemmRequestSize(params_size, operands));
+  WriteGemmRequest(params, params_size, operands, &out);
+  return out.Finish();
+}
+
+grpc::ByteBuffer EncodeGemmRequest(const v1::GemmParams& params,
+                                   const BorrowedOperands& operands) {
+  MessageWriter out;
+  WriteGemmRequest(params, params.ByteSizeLong(), operands, &out);
+  return out.Finish();
+}
+
+absl::Status DecodeStreamResponse(const grpc::ByteBuffer& buffer,
+                                  DecodedResponse* out) {
+  // StreamResponse: job_id 1, chunk 2 (ResultChunk: offset 1, data 2),
+  // end 3 (JobEnd: code 1, message 2, timing 3, c 4).
+  v1::StreamResponse top;
+  std::vector<Pieces> pieces;
+  absl::Status s = DecodeWithPieces(buffer, {2, 3}, &top, &pieces,
+                                    &out->slices);
+  if (!s.ok()) return s;
+  out->job_id = top.job_id();
+  // A oneof: the last of chunk and end on the wire wins, as in protobuf;
+  // which one that was is not kept by the cursor, so both present is
+  // refused.
+  const bool chunk = pieces[0].present;
+  const bool end = pieces[1].present;
+  out->has_chunk = false;
+  out->has_end = false;
+  out->end.Clear();
+  out->data = Pieces();
+  if (chunk && end) {
+    return absl::InvalidArgumentError(
+        "malformed StreamResponse: both a chunk and an end");
+  }
+  std::vector<Pieces> inner;
+  if (chunk) {
+    v1::ResultChunk header;
+    s = DecodeWithPieces(pieces[0], {2}, &header, &inner);
+    if (!s.ok()) return s;
+    out->has_chunk = true;
+    out->chunk_offset = header.offset();
+    out->data = std::move(inner[0]);
+  } else if (end) {
+    s = DecodeWithPieces(pieces[1], {4}, &out->end, &inner);
+    if (!s.ok()) return s;
+    out->has_end = true;
+    out->data = std::move(inner[0]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeGemmResponse(const grpc::ByteBuffer& buffer,
+                                DecodedGemmResponse* out) {
+  // GemmResponse: c 1, timing 2.
+  std::vector<Pieces> pieces;
+  absl::Status s =
+      DecodeWithPieces(buffer, {1}, &out->header, &pieces, &out->slices);
+  if (!s.ok()) return s;
+  out->c = std::move(pieces[0]);
+  return absl::OkStatus();
+}
+
+}  // namespace gemm::wire
