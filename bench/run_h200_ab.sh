@@ -4,7 +4,8 @@
 # fresh server per case, server CPU and RSS from /proc, client CPU from
 # `time`). Binaries come from a gpu-pack folder on PATH; the previous client
 # (commit 21e5e67, copies operands into protobuf messages) is on PATH as
-# gemm-client-prev. GPU suites first. Everything lands under $OUT; the
+# gemm-client-prev (and gemm-client-prev-tuned, the same with GLIBC_TUNABLES
+# setting what server/large_allocations.h sets). GPU suites first. Everything lands under $OUT; the
 # tables are printed last.
 #
 #   . .gpu/env.sh && bench/run_h200_ab.sh
@@ -24,6 +25,9 @@ big="m1024-c16-x4 one4096 four4096-x4"
 run() { local label=$1; shift; env "$@" OUT="$OUT" bash "$here/run_e2e.sh" "$label" >"$OUT/$label.table" 2>&1; }
 run tcp CASES="tcp1 tcp4"
 run prev CLIENT=gemm-client-prev CASES="s128-c64-x8 $big"
+# The previous client with the allocator setting of this change, through
+# GLIBC_TUNABLES (a wrapper script in the pack): isolates the zero copy.
+run prev-tuned CLIENT=gemm-client-prev-tuned CASES="s128-c64-x8 $big"
 run new CASES="s128-c64-x8 $big"
 run new-spin SERVER_FLAGS=--cuda-blocking-sync=false CASES="s128-c64-x8"
 run new-whole CLIENT_FLAGS="--whole-job-bytes 1048576 --inline-result-bytes 1048576" CASES="s128-c64-x8"
