@@ -783,6 +783,10 @@ void GemmClient::GemmAsync(const GemmArgs& args, float* c_out,
     done(s);
     return;
   }
+  if (WouldSplit(args)) {
+    SplitAsync(args, c_out, std::move(done));
+    return;
+  }
   StartAttempt(args, c_out, std::move(done), 1,
                next_channel_.fetch_add(1, std::memory_order_relaxed));
 }
@@ -866,6 +870,80 @@ void GemmClient::StartAttempt(const GemmArgs& args, float* c_out,
         done(std::move(result));
         delete call;
       });
+}
+
+bool GemmClient::WouldSplit(const GemmArgs& args) const {
+  return options_.split_rows > 1 && !args.trans_a &&
+         args.m >= static_cast<uint32_t>(options_.split_rows) &&
+         JobBytes(args) >= options_.split_min_bytes;
+}
+
+void GemmClient::SplitAsync(const GemmArgs& args, float* c_out,
+                            GemmCallback done) {
+  // What the parts have in common; the last one to end calls `done`.
+  struct Split {
+    absl::Mutex mu;
+    int remaining ABSL_GUARDED_BY(mu) = 0;
+    absl::Status error ABSL_GUARDED_BY(mu);
+    v1::Timing timing ABSL_GUARDED_BY(mu);
+    GemmCallback done;
+    uint64_t flops = 0;
+  };
+  const int parts = options_.split_rows;
+  auto split = std::make_shared<Split>();
+  split->done = std::move(done);
+  split->flops = 2ull * args.m * args.n * args.k;
+  {
+    absl::MutexLock lock(&split->mu);
+    split->remaining = parts;
+  }
+  // Consecutive channels: with at least `parts` of them, one part each.
+  const uint64_t first_channel =
+      next_channel_.fetch_add(parts, std::memory_order_relaxed);
+  for (int i = 0; i < parts; ++i) {
+    const uint64_t row = uint64_t{args.m} * i / parts;
+    const uint64_t rows = uint64_t{args.m} * (i + 1) / parts - row;
+    GemmArgs part = args;
+    part.m = static_cast<uint32_t>(rows);
+    part.a = args.a + row * args.k;  // rows of A (not transposed)
+    if (args.c != nullptr) part.c = args.c + row * args.n;
+    StartAttempt(
+        part, c_out + row * args.n,
+        [split](absl::StatusOr<v1::Timing> result) {
+          GemmCallback done;
+          absl::StatusOr<v1::Timing> merged;
+          {
+            absl::MutexLock lock(&split->mu);
+            v1::Timing& t = split->timing;
+            if (!result.ok()) {
+              if (split->error.ok()) split->error = result.status();
+            } else {
+              // Device work adds up; waiting and server time overlap, so
+              // the longest part's count.
+              t.set_queue_ms(std::max(t.queue_ms(), result->queue_ms()));
+              t.set_server_ms(std::max(t.server_ms(), result->server_ms()));
+              t.set_h2d_ms(t.h2d_ms() + result->h2d_ms());
+              t.set_compute_ms(t.compute_ms() + result->compute_ms());
+              t.set_d2h_ms(t.d2h_ms() + result->d2h_ms());
+              t.set_batch_size(std::max(t.batch_size(), result->batch_size()));
+              if (t.kernel().empty()) t.set_kernel(result->kernel());
+              if (t.device().empty()) t.set_device(result->device());
+            }
+            if (--split->remaining > 0) return;
+            if (!split->error.ok()) {
+              merged = split->error;
+            } else {
+              if (t.compute_ms() > 0) {
+                t.set_gflops(split->flops / (t.compute_ms() * 1e6));
+              }
+              merged = t;
+            }
+            done = std::move(split->done);
+          }
+          done(std::move(merged));
+        },
+        1, first_channel + i);
+  }
 }
 
 std::unique_ptr<JobStream> GemmClient::OpenStream() {

@@ -179,19 +179,20 @@ class GemmClient {
     // common 4 MiB message limit.
     uint64_t max_unary_bytes = uint64_t{3} << 20;
     // Size of the chunks a job's operands are cut into. Default 1 MiB
-    // (4 MiB measured slower on the H200 host: docs/performance.md).
+    // (4 and 16 MiB measured no faster on the H200 host:
+    // docs/performance.md).
     uint64_t chunk_bytes = uint64_t{1} << 20;
     // Stream jobs whose A, B and C together are at most this go as one
     // message (StreamRequest.job) instead of a params message and chunks:
     // one message per small job. Servers before 0.2.0 refuse such messages;
-    // set 0 for them. Default 0 (off): not yet a measured gain
-    // (docs/performance.md).
-    uint64_t whole_job_max_bytes = 0;
+    // set 0 for them. Default 1 MiB (with inline results: +16% jobs/s for
+    // 128^3 on the H200 host, docs/performance.md).
+    uint64_t whole_job_max_bytes = uint64_t{1} << 20;
     // Stream results of at most this many bytes come back inside the job's
     // end record (GemmParams.inline_result_max_bytes) rather than as chunks;
-    // servers before 0.2.0 ignore it and send chunks, which also works.
-    // 0 (the default) disables.
-    uint64_t inline_result_max_bytes = 0;
+    // servers before 0.2.0 ignore it and send chunks, which also works; a
+    // server caps it at its result_chunk_bytes. 0 disables. Default 1 MiB.
+    uint64_t inline_result_max_bytes = uint64_t{1} << 20;
     // HTTP/2 flow-control window each stream aims for
     // (GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES): how far the server may send
     // results ahead of this client's reads. 0 (the default): gRPC's own
@@ -201,6 +202,16 @@ class GemmClient {
     // (GRPC_ARG_HTTP2_MAX_FRAME_SIZE), at most 16 MiB - 1. 0 (the
     // default): gRPC's own (16 KiB).
     int http2_max_frame_bytes = 0;
+    // Large jobs over several connections at once: a job of at least
+    // split_min_bytes (A, B and C together) is cut into split_rows blocks of
+    // rows of C, each sent as a job of its own on the next channel, all at
+    // once; every part carries all of B. One TCP connection moves ~2.3 GB/s
+    // through gRPC on the H200 host, so a 192 MB job gains from several
+    // (docs/performance.md). Not done for trans_a (the rows of op(A) are
+    // not contiguous) nor for jobs of fewer rows than parts. 1 (the
+    // default): never.
+    int split_rows = 1;
+    uint64_t split_min_bytes = uint64_t{64} << 20;
     // Largest message received. Default 64 MiB.
     int max_receive_message_bytes = 64 << 20;
     // Deadline of each call attempt (of the whole call for a JobStream);
@@ -228,6 +239,10 @@ class GemmClient {
   std::future<absl::StatusOr<v1::Timing>> GemmFuture(const GemmArgs& args,
                                                      float* c_out);
 
+  // Whether GemmAsync() would split this job over several channels
+  // (Options.split_rows).
+  bool WouldSplit(const GemmArgs& args) const;
+
   // Opens a stream for pipelining many jobs, on the next channel.
   std::unique_ptr<JobStream> OpenStream();
 
@@ -248,6 +263,8 @@ class GemmClient {
   explicit GemmClient(const Options& options);
   void ApplyDeadline(grpc::ClientContext* context) const;
   Channel& NextChannel();
+  // Runs a job as Options.split_rows jobs on consecutive channels.
+  void SplitAsync(const GemmArgs& args, float* c_out, GemmCallback done);
   // Attempt `attempt` (from 1) of a job, on channel channel_index % size.
   void StartAttempt(const GemmArgs& args, float* c_out, GemmCallback done,
                     int attempt, uint64_t channel_index);

@@ -156,7 +156,10 @@ void LoadRun::Prepare() {
       targets_.push_back(target);
     }
   }
-  const size_t channels = client_->channel_targets().size();
+  // OpenStream() rotates over the channels, so stream i is on channel
+  // i % channels.
+  const size_t channels = client_->channel_targets().size() *
+                          std::max(options_.streams_per_connection, 1);
   for (size_t i = 0; i < channels; ++i) {
     streams_.push_back(client_->OpenStream());
     stream_target_.push_back(TargetIndex(streams_.back()->target()));
@@ -282,13 +285,16 @@ void LoadRun::Dispatch(Dispatcher* d, Clock::time_point scheduled,
   const uint64_t seq = sent_.fetch_add(1, std::memory_order_relaxed);
   if (!measured) warmup_jobs_.fetch_add(1, std::memory_order_relaxed);
   const int target = stream_target_[slot];
-  streams_[slot]->Submit(
-      args, out,
-      [this, d, shape, target, out, seq, scheduled,
-       measured](absl::StatusOr<v1::Timing> result) {
-        OnEnd(d, shape, target, out, seq, scheduled, measured,
-              std::move(result));
-      });
+  GemmCallback done = [this, d, shape, target, out, seq, scheduled,
+                       measured](absl::StatusOr<v1::Timing> result) {
+    OnEnd(d, shape, target, out, seq, scheduled, measured, std::move(result));
+  };
+  if (client_->WouldSplit(args)) {
+    // Its parts go out on several channels at once, not on this stream.
+    client_->GemmAsync(args, out, std::move(done));
+  } else {
+    streams_[slot]->Submit(args, out, std::move(done));
+  }
 }
 
 void LoadRun::OnEnd(Dispatcher* d, int shape, int target, float* out,
@@ -391,7 +397,8 @@ LoadReport LoadRun::Summarize(Clock::time_point measure_start) const {
   LoadReport report;
   report.mode = options_.rate > 0 ? "rate" : "concurrency";
   report.targets = client_->channel_targets();
-  report.connections = static_cast<int>(streams_.size());
+  report.connections = static_cast<int>(client_->channel_targets().size());
+  report.streams = static_cast<int>(streams_.size());
   report.concurrency = options_.concurrency;
   report.rate = options_.rate;
   report.arrivals = options_.rate == 0 ? "closed-loop"
@@ -644,8 +651,9 @@ std::string FormatReportText(const LoadReport& r) {
                                                " outstanding")
                                 : "")
           : absl::StrFormat("concurrency %d (closed loop)", r.concurrency);
-  absl::StrAppendFormat(&out, "Load: %s over %d connection(s) to %s\n", load,
-                        r.connections, absl::StrJoin(r.targets, ", "));
+  absl::StrAppendFormat(&out, "Load: %s over %d connection(s) (%d streams) to %s\n",
+                        load, r.connections, r.streams,
+                        absl::StrJoin(r.targets, ", "));
   absl::StrAppendFormat(
       &out, "Shapes %s, kernel %s; warm-up %.1f s (%d jobs, not counted)\n\n",
       r.shapes, r.kernel, r.warmup_s, r.warmup_jobs);
@@ -743,6 +751,7 @@ std::string FormatReportJson(const LoadReport& r) {
   absl::StrAppendFormat(&out, "  \"targets\": [%s],\n",
                         absl::StrJoin(targets, ", "));
   absl::StrAppendFormat(&out, "  \"connections\": %d,\n", r.connections);
+  absl::StrAppendFormat(&out, "  \"streams\": %d,\n", r.streams);
   absl::StrAppendFormat(&out, "  \"concurrency\": %d,\n", r.concurrency);
   absl::StrAppendFormat(&out, "  \"rate\": %.6g,\n", r.rate);
   absl::StrAppendFormat(&out, "  \"arrivals\": %s,\n", JsonString(r.arrivals));

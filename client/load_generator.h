@@ -84,6 +84,10 @@ struct LoadOptions {
   uint64_t count = 0;
   // Time at the start whose jobs are left out of every figure. Default 1 s.
   absl::Duration warmup = absl::Seconds(1);
+  // GemmStream calls opened on each connection (channel); jobs are spread
+  // over all of them. More than one lets several jobs move at once on one
+  // TCP connection (HTTP/2 multiplexing). Default 1.
+  int streams_per_connection = 1;
   // Server-side budget of each job (GemmArgs.timeout_ms); 0 = none.
   uint32_t job_timeout_ms = 0;
   // Check every Nth job's C against a float64 reference; 0 = never.
@@ -106,7 +110,8 @@ struct LoadReport {
   // The run as configured.
   std::string mode;  // "concurrency" or "rate"
   std::vector<std::string> targets;  // one per channel
-  int connections = 0;               // channels = streams
+  int connections = 0;               // channels (TCP connections)
+  int streams = 0;                   // GemmStream calls over all of them
   int concurrency = 0;
   double rate = 0;
   std::string arrivals;  // "closed-loop", "constant" or "poisson"

@@ -37,6 +37,10 @@ struct CommonFlags {
   uint64_t chunk_bytes = GemmClient::Options().chunk_bytes;
   uint64_t whole_job_bytes = GemmClient::Options().whole_job_max_bytes;
   uint64_t inline_result_bytes = GemmClient::Options().inline_result_max_bytes;
+  int http2_stream_window_bytes = 0;
+  int http2_max_frame_bytes = 0;
+  int split_rows = 1;
+  uint64_t split_min_bytes = GemmClient::Options().split_min_bytes;
   int max_attempts = 1;
   double initial_backoff_ms = 50;
   double max_backoff_ms = 2000;
@@ -52,6 +56,10 @@ absl::StatusOr<std::unique_ptr<GemmClient>> Connect(const CommonFlags& f) {
   options.chunk_bytes = f.chunk_bytes;
   options.whole_job_max_bytes = f.whole_job_bytes;
   options.inline_result_max_bytes = f.inline_result_bytes;
+  options.http2_stream_window_bytes = f.http2_stream_window_bytes;
+  options.http2_max_frame_bytes = f.http2_max_frame_bytes;
+  options.split_rows = f.split_rows;
+  options.split_min_bytes = f.split_min_bytes;
   options.timeout = absl::Seconds(f.timeout_s);
   options.retry.max_attempts = f.max_attempts;
   options.retry.initial_backoff = absl::Milliseconds(f.initial_backoff_ms);
@@ -255,6 +263,7 @@ struct LoadFlags {
   double duration_s = 10;
   uint64_t count = 0;
   double warmup_s = 1;
+  int streams_per_connection = 1;
   uint32_t job_timeout_ms = 0;
   uint64_t verify_every = 0;
   uint64_t seed = 42;
@@ -291,6 +300,7 @@ int RunLoadTest(const CommonFlags& flags, const LoadFlags& l, bool rate_cap,
   options.count = l.count;
   options.warmup = absl::Seconds(l.warmup_s);
   options.job_timeout_ms = l.job_timeout_ms;
+  options.streams_per_connection = l.streams_per_connection;
   options.verify_every = l.verify_every;
   options.seed = l.seed;
   if (!l.quiet) {
@@ -518,6 +528,26 @@ int main(int argc, char** argv) {
                     "stream results up to this size come back inside the "
                     "job's end record; 0: always in chunks")
         ->capture_default_str();
+    sub->add_option("--http2-stream-window-bytes",
+                    common.http2_stream_window_bytes,
+                    "HTTP/2 flow-control window per stream: how far the "
+                    "server may send results ahead of this client's reads "
+                    "(0: gRPC's default)")
+        ->capture_default_str();
+    sub->add_option("--split", common.split_rows,
+                    "cut jobs of at least --split-min-bytes into this many "
+                    "row blocks, sent at once over consecutive connections "
+                    "(use with --connections; 1: never)")
+        ->check(CLI::Range(1, 256))
+        ->capture_default_str();
+    sub->add_option("--split-min-bytes", common.split_min_bytes,
+                    "smallest job (A+B+C bytes) that --split cuts")
+        ->capture_default_str();
+    sub->add_option("--http2-max-frame-bytes", common.http2_max_frame_bytes,
+                    "largest HTTP/2 frame accepted, 16384..16777215 (0: "
+                    "gRPC's default)")
+        ->check(CLI::Range(0, 16777215))
+        ->capture_default_str();
   };
 
   CLI::App* info = app.add_subcommand("info", "what the server runs on");
@@ -579,6 +609,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   load->add_option("--warmup-s", load_flags.warmup_s,
                    "warm-up left out of the figures")
+      ->capture_default_str();
+  load->add_option("--streams-per-connection",
+                   load_flags.streams_per_connection,
+                   "GemmStream calls per connection; jobs are spread over "
+                   "all of them")
+      ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   load->add_option("--job-timeout-ms", load_flags.job_timeout_ms,
                    "server-side budget of each job (0: none)");

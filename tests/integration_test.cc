@@ -125,6 +125,42 @@ TEST_F(IntegrationTest, JobsOver4MiBGoInChunks) {
   EXPECT_LE(job.Error(), kTolerance);
 }
 
+TEST_F(IntegrationTest, SplitJobsMatchTheReferenceAndFailAsOne) {
+  // Three row blocks over two connections: parts share channels, rows do
+  // not divide evenly, C comes in with beta and goes out in pieces.
+  GemmClient::Options options;
+  options.target = server_->address();
+  options.connections_per_target = 2;
+  options.split_rows = 3;
+  options.split_min_bytes = 1;
+  auto client = GemmClient::Create(options);
+  ASSERT_TRUE(client.ok());
+  TestJob job(301, 77, 129, false, true, 0.75f, -1.25f, 8);
+  EXPECT_TRUE((*client)->WouldSplit(job.args));
+  auto timing = (*client)->Gemm(job.args, job.out.data());
+  ASSERT_TRUE(timing.ok()) << timing.status();
+  EXPECT_LE(job.Error(), kTolerance);
+  EXPECT_GT(timing->server_ms(), 0);
+  // Large parts go over streams (above max_unary_bytes), small ones unary.
+  GemmClient::Options streamed = options;
+  streamed.max_unary_bytes = 1000;
+  auto client2 = GemmClient::Create(streamed);
+  ASSERT_TRUE(client2.ok());
+  TestJob big(400, 300, 200, false, false, 1.0f, 0.0f, 9);
+  ASSERT_TRUE((*client2)->Gemm(big.args, big.out.data()).ok());
+  EXPECT_LE(big.Error(), kTolerance);
+  // A transposed A is not split (its rows are not contiguous) but works.
+  TestJob transposed(50, 40, 30, true, false, 1.0f, 0.0f, 10);
+  EXPECT_FALSE((*client)->WouldSplit(transposed.args));
+  ASSERT_TRUE((*client)->Gemm(transposed.args, transposed.out.data()).ok());
+  EXPECT_LE(transposed.Error(), kTolerance);
+  // One failing part fails the job, with the part's status.
+  TestJob broken(90, 20, 10, false, false, 1.0f, 0.0f, 11, "broken");
+  auto failed = (*client)->Gemm(broken.args, broken.out.data());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal)
+      << failed.status();
+}
+
 TEST_F(IntegrationTest, AStreamPipelinesManyJobsAndTheyAllArrive) {
   auto client = Connect(*server_);
   std::vector<std::unique_ptr<TestJob>> jobs;

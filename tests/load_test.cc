@@ -204,6 +204,30 @@ TEST(LoadTest, ParallelDispatchersKeepTheCountsExact) {
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
+TEST(LoadTest, SeveralStreamsPerConnectionAndSplitJobsVerify) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start().ok());
+  // 2 connections x 3 streams; jobs of 60 rows split in 4 row blocks, so
+  // the server runs 4 jobs for each one the client counts.
+  const std::string json = TempPath("streams-split.json");
+  CliResult r = RunClient(
+      {"load", "-s", server.address(), "--shapes", "60x50x40", "-c", "5",
+       "--connections", "2", "--streams-per-connection", "3", "--split", "4",
+       "--split-min-bytes", "1", "--count", "120", "--warmup-s", "0.2",
+       "--verify-every", "3", "-q", "--json", json});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string report = ReadFile(json);
+  EXPECT_EQ(JsonNumber(report, "connections"), 2) << report;
+  EXPECT_EQ(JsonNumber(report, "streams"), 6) << report;
+  EXPECT_EQ(JsonNumber(report, "ok"), 120);
+  EXPECT_EQ(JsonNumber(report, "verify_failures"), 0);
+  EXPECT_GT(JsonNumber(report, "verified"), 0);
+  EXPECT_EQ(JsonNumber(report, "server_jobs_ok"),
+            4 * (120 + JsonNumber(report, "warmup_jobs")))
+      << report;
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
 TEST(RunCommandTest, RunVerifiesAndWritesNpy) {
   ServerProcess server;
   ASSERT_TRUE(server.Start().ok());
