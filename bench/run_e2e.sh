@@ -67,8 +67,15 @@ run_case m1024-c16-x1 "${S1024:-}" --shapes 1024x1024x1024 --concurrency 16 --du
 run_case m1024-c16-x4 "${S1024:-}" --shapes 1024x1024x1024 --concurrency 16 --duration-s 5 --warmup-s 1 --connections 4
 run_case one4096 "${S4096:-}" --shapes 4096x4096x4096 --concurrency 1 --count 8 --warmup-s 1.5 --connections 1 ${C4096:-}
 run_case four4096-x4 "${S4096:-}" --shapes 4096x4096x4096 --concurrency 4 --duration-s 6 --warmup-s 2 --connections 4 ${C4096:-}
+# Several streams on one connection, and one job over several streams
+# (--split: row blocks of C, B with every part): per stream or per
+# connection, where is the limit?
+run_case four4096-x1-s4 "${S4096:-}" --shapes 4096x4096x4096 --concurrency 4 --duration-s 6 --warmup-s 2 --connections 1 --streams-per-connection 4 ${C4096:-}
+run_case one4096-x1-split4 "${S4096:-}" --shapes 4096x4096x4096 --concurrency 1 --count 8 --warmup-s 1.5 --connections 1 --split 4 ${C4096:-}
+run_case one4096-x2-split2 "${S4096:-}" --shapes 4096x4096x4096 --concurrency 1 --count 8 --warmup-s 1.5 --connections 2 --split 2 ${C4096:-}
+run_case one4096-x4-split4 "${S4096:-}" --shapes 4096x4096x4096 --concurrency 1 --count 8 --warmup-s 1.5 --connections 4 --split 4 ${C4096:-}
 
-for n in 1 4; do
+for n in 1 4 8; do
   if [ -n "${CASES:-}" ] && ! [[ " $CASES " == *" tcp$n "* ]]; then continue; fi
   timeout 30 python3 "$(dirname "$0")/tcp_blast.py" --connections $n --seconds 3 \
       --out "$D/tcp$n.json" >/dev/null 2>"$D/tcp$n.err"

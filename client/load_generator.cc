@@ -132,6 +132,7 @@ class LoadRun {
   std::atomic<uint64_t> sent_{0};              // jobs started, warm-up included
   std::atomic<uint64_t> warmup_jobs_{0};       // of them, in the warm-up
   std::atomic<uint64_t> measured_claimed_{0};  // --count: measured starts
+  std::atomic<uint64_t> server_side_jobs_{0};  // split jobs count their parts
 };
 
 void LoadRun::Prepare() {
@@ -291,8 +292,11 @@ void LoadRun::Dispatch(Dispatcher* d, Clock::time_point scheduled,
   };
   if (client_->WouldSplit(args)) {
     // Its parts go out on several channels at once, not on this stream.
+    server_side_jobs_.fetch_add(client_->options().split_rows,
+                                std::memory_order_relaxed);
     client_->GemmAsync(args, out, std::move(done));
   } else {
+    server_side_jobs_.fetch_add(1, std::memory_order_relaxed);
     streams_[slot]->Submit(args, out, std::move(done));
   }
 }
@@ -413,6 +417,7 @@ LoadReport LoadRun::Summarize(Clock::time_point measure_start) const {
   report.kernel = options_.kernel;
   report.warmup_s = absl::ToDoubleSeconds(options_.warmup);
   report.warmup_jobs = warmup_jobs_.load();
+  report.server_side_jobs = server_side_jobs_.load();
   for (const std::string& target : targets_) {
     report.ok_by_target[target] = 0;
     report.errors_by_target[target] = 0;
@@ -674,10 +679,13 @@ std::string FormatReportText(const LoadReport& r) {
     absl::StrAppendFormat(
         &out,
         "  server counts %d jobs (ok %d, failed %d, rejected %d) for the "
-        "client's %d (%d warm-up + %d measured): %s\n",
+        "client's %d (%d warm-up + %d measured%s): %s\n",
         server_total, r.server_jobs_ok, r.server_jobs_failed,
         r.server_jobs_rejected, client_total, r.warmup_jobs, r.count,
-        server_total == client_total ? "agree" : "DISAGREE");
+        r.server_side_jobs != client_total
+            ? absl::StrCat("; ", r.server_side_jobs, " parts with --split")
+            : "",
+        server_total == r.server_side_jobs ? "agree" : "DISAGREE");
   }
   absl::StrAppendFormat(&out, "\nErrors by status code\n");
   if (r.errors_by_code.empty()) absl::StrAppendFormat(&out, "  none\n");
@@ -759,6 +767,8 @@ std::string FormatReportJson(const LoadReport& r) {
   absl::StrAppendFormat(&out, "  \"kernel\": %s,\n", JsonString(r.kernel));
   absl::StrAppendFormat(&out, "  \"warmup_s\": %.6g,\n", r.warmup_s);
   absl::StrAppendFormat(&out, "  \"warmup_jobs\": %d,\n", r.warmup_jobs);
+  absl::StrAppendFormat(&out, "  \"server_side_jobs\": %d,\n",
+                        r.server_side_jobs);
   if (r.have_server_counts) {
     absl::StrAppendFormat(&out,
                           "  \"server_jobs_ok\": %d,\n  \"server_jobs_failed\": "

@@ -147,6 +147,9 @@ struct LoadReport {
   // The server's own counts (Info's stats) over the whole run, warm-up
   // included, read before and after; only with a single server address.
   bool have_server_counts = false;
+  // Jobs the server should have counted: one per job the client sent, or
+  // GemmClient::Options.split_rows for a job it split.
+  uint64_t server_side_jobs = 0;
   uint64_t server_jobs_ok = 0, server_jobs_failed = 0,
            server_jobs_rejected = 0;
 

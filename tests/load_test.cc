@@ -225,6 +225,8 @@ TEST(LoadTest, SeveralStreamsPerConnectionAndSplitJobsVerify) {
   EXPECT_EQ(JsonNumber(report, "server_jobs_ok"),
             4 * (120 + JsonNumber(report, "warmup_jobs")))
       << report;
+  EXPECT_EQ(JsonNumber(report, "server_side_jobs"),
+            JsonNumber(report, "server_jobs_ok"));
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Issue 6, session 2: the GPU suites, then every end-to-end case of
+# bench/run_e2e.sh with this build's defaults, then the large cases again
+# with 4 MiB chunks and large HTTP/2 windows and frames. Binaries come from
+# a gpu-pack folder on PATH; everything lands in $OUT/final.tar.gz and the
+# tables are printed last.
+#
+#   . .gpu/env.sh && bench/run_h200_final.sh
+set -u
+OUT=${OUT:-./out}
+here=$(cd "$(dirname "$0")" && pwd)
+W=$(mktemp -d)/final
+mkdir -p "$W/suites"
+export TEST_TMPDIR=$(mktemp -d)
+suites=()
+if [ -z "${SKIP_SUITES:-}" ]; then
+  for t in sgemm_gpu_test cuda_executor_test gpu_integration_test; do
+    GEMM_SERVER_BINARY=$(command -v gemm-server) timeout 240 "$t" >"$W/suites/$t.log" 2>&1
+    suites+=("$t rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$W/suites/$t.log" | tr '\n' ' ')")
+  done
+fi
+run() { local label=$1; shift; env "$@" OUT="$W" bash "$here/run_e2e.sh" "$label" >"$W/$label.table" 2>&1; }
+run defaults
+h2="--chunk-bytes 4194304 --http2-stream-window-bytes 16777216 --http2-max-frame-bytes 4194304"
+run h2big CLIENT_FLAGS="$h2" \
+  SERVER_FLAGS="--result-chunk-bytes 4194304 --http2-stream-window-bytes 16777216 --http2-max-frame-bytes 4194304" \
+  CASES="m1024-c16-x4 one4096 four4096-x4 one4096-x4-split4"
+tar -czf "$OUT/final.tar.gz" -C "$(dirname "$W")" final
+for f in "$W"/*.table; do echo "== $(basename "$f" .table)"; cat "$f"; done
+printf '%s\n' "${suites[@]}"
