@@ -25,7 +25,7 @@
 #include "client/npy.h"
 #include "client/reference_gemm.h"
 #include "server/version.h"
-#include "server/large_allocations.h"
+#include "server/process_tuning.h"
 
 namespace gemm::client {
 namespace {
@@ -490,7 +490,7 @@ int RunKernels(const CommonFlags& flags, const KernelsFlags& f) {
 }  // namespace gemm::client
 
 int main(int argc, char** argv) {
-  gemm::KeepLargeAllocations();
+  gemm::TuneProcess();
   using namespace gemm::client;
   CLI::App app{"gemm-client: submits GEMMs to a gemm-server"};
   app.set_version_flag("--version", std::string(gemm::kVersion));

@@ -52,6 +52,7 @@ absl::StatusOr<DispatchPolicy> DispatchPolicy::Calibrate(
       }
     }
   }
+  policy.Index();
   return policy;
 }
 
@@ -130,28 +131,37 @@ absl::StatusOr<DispatchPolicy> DispatchPolicy::Load(
     policy.entries_.push_back(std::move(e));
   }
   if (policy.entries_.empty()) return bad("no entries");
+  policy.Index();
   return policy;
 }
 
-std::string DispatchPolicy::Choose(const GemmShape& shape) const {
-  if (entries_.empty()) return kernels_.empty() ? "" : kernels_.front();
-  const Entry* nearest = nullptr;
-  double best = std::numeric_limits<double>::infinity();
+void DispatchPolicy::Index() {
+  points_.clear();
   for (const Entry& e : entries_) {
-    const double dm = Log2(shape.m) - Log2(e.m);
-    const double dn = Log2(shape.n) - Log2(e.n);
-    const double dk = Log2(shape.k) - Log2(e.k);
+    Point p{Log2(e.m), Log2(e.n), Log2(e.k), 0};
+    for (size_t i = 1; i < e.ms.size(); ++i) {
+      if (e.ms[i] < e.ms[p.fastest]) p.fastest = i;
+    }
+    points_.push_back(p);
+  }
+}
+
+std::string DispatchPolicy::Choose(const GemmShape& shape) const {
+  if (points_.empty()) return kernels_.empty() ? "" : kernels_.front();
+  const double lm = Log2(shape.m), ln = Log2(shape.n), lk = Log2(shape.k);
+  const Point* nearest = &points_.front();
+  double best = std::numeric_limits<double>::infinity();
+  for (const Point& p : points_) {
+    const double dm = lm - p.log_m;
+    const double dn = ln - p.log_n;
+    const double dk = lk - p.log_k;
     const double d = dm * dm + dn * dn + dk * dk;
     if (d < best) {
       best = d;
-      nearest = &e;
+      nearest = &p;
     }
   }
-  size_t fastest = 0;
-  for (size_t i = 1; i < nearest->ms.size(); ++i) {
-    if (nearest->ms[i] < nearest->ms[fastest]) fastest = i;
-  }
-  return kernels_[fastest];
+  return kernels_[nearest->fastest];
 }
 
 }  // namespace gemm::server

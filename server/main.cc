@@ -12,10 +12,10 @@
 #include "server/gemm_server.h"
 #include "server/version.h"
 #include "spdlog/spdlog.h"
-#include "server/large_allocations.h"
+#include "server/process_tuning.h"
 
 int main(int argc, char** argv) {
-  gemm::KeepLargeAllocations();
+  gemm::TuneProcess();
   using gemm::server::GemmServer;
   GemmServer::Options options;
   std::string log_level = "info";

@@ -1,0 +1,48 @@
+// Process-wide settings that gemm-server and gemm-client make first thing in
+// main() (TuneProcess()), each measured on the H200 host
+// (docs/performance.md).
+//
+// Allocator: keeps glibc's malloc from handing large blocks back to the
+// kernel on every free. gRPC receives messages into freshly allocated
+// slices of up to a few MiB; with glibc's defaults each such block is mmap'd and munmap'd (or
+// trimmed with madvise) per message, and every byte then costs a page fault
+// on the way in and a TLB shootdown across all cores on the way out. On a
+// 2-core VM that tripled the CPU per byte of both gemm-server and
+// gemm-client. Programs that use libgemm_client for large jobs may do the
+// same (or set
+// GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824).
+// Memory stays bounded by the process's peak use: freed blocks are reused,
+// not returned.
+//
+// Mutexes: Debian's abseil checks every absl::Mutex acquisition for lock
+// cycles, through one global graph behind a spin lock (a profile of the
+// server under 128^3 load had GraphCycles::GetId and SpinLock::SpinLoop
+// among its top symbols). Tests keep the check; the programs turn it off.
+//
+// Thread-safety: call once, before other threads start.
+//
+//   int main(int argc, char** argv) {
+//     gemm::TuneProcess();
+#ifndef GEMM_SERVER_PROCESS_TUNING_H_
+#define GEMM_SERVER_PROCESS_TUNING_H_
+
+#include <malloc.h>
+
+#include "absl/synchronization/mutex.h"
+
+namespace gemm {
+
+inline void TuneProcess() {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+#ifdef M_MMAP_THRESHOLD
+  // Blocks under 32 MiB (glibc's largest setting) come from the heap, and a
+  // fixed threshold turns off glibc's sliding one.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  // Free memory at the top of a heap is given back only beyond 1 GiB.
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
+
+}  // namespace gemm
+
+#endif  // GEMM_SERVER_PROCESS_TUNING_H_
