@@ -10,7 +10,8 @@
 # load, and times the client with bash's `time`. Everything lands under
 # $OUT/LABEL (logs, JSON, server.tsv); a table is printed last.
 # CASES (optional) selects cases by name, e.g. CASES="s128-c64-x8 one4096".
-# For A/B runs: CLIENT (the client binary, default gemm-client),
+# For A/B runs: SERVER and CLIENT (the binaries, default gemm-server and
+# gemm-client),
 # CLIENT_FLAGS and SERVER_FLAGS (added to every case), BACKEND (default
 # cuda; cpu for a dry run on a machine without a GPU).
 set -u
@@ -34,7 +35,7 @@ run_case() {
   if [ -n "${CASES:-}" ] && ! [[ " $CASES " == *" $name "* ]]; then return; fi
   rm -f "$T/port"
   # shellcheck disable=SC2086
-  gemm-server --listen 127.0.0.1:0 --port-file "$T/port" --backend "${BACKEND:-cuda}" \
+  "${SERVER:-gemm-server}" --listen 127.0.0.1:0 --port-file "$T/port" --backend "${BACKEND:-cuda}" \
       --dispatch-cache "$CACHE" $sflags ${SERVER_FLAGS:-} >"$D/server-$name.log" 2>&1 &
   local pid=$!
   for _ in $(seq 300); do [ -s "$T/port" ] && break; sleep 0.05; done

@@ -296,11 +296,7 @@ class JobStream::Reactor final
       Pump();
       return;
     }
-    // A message of its own: the next read starts before this one's bytes are
-    // copied into c_out, so that the copy is off the transport's path.
-    wire::DecodedResponse response;
-    absl::Status decoded = wire::DecodeStreamResponse(response_, &response);
-    response_.Clear();
+    absl::Status decoded = wire::DecodeStreamResponse(response_, &decoded_);
     if (!decoded.ok()) {
       {
         absl::MutexLock lock(&mu_);
@@ -312,13 +308,8 @@ class JobStream::Reactor final
       Pump();
       return;
     }
-    std::vector<Copy> copies;
-    Deliver(response, &copies);
+    Deliver(decoded_);
     StartRead(&response_);
-    if (!copies.empty()) {
-      for (const Copy& copy : copies) copy.src.CopyTo(copy.dst);
-      FinishCopies(copies);
-    }
     Pump();  // the end of the last job may let the stream half-close
   }
 
@@ -363,16 +354,6 @@ class JobStream::Reactor final
     bool params_sent = false;
     int operand = v1::OPERAND_A;  // next operand to send
     uint64_t offset = 0;          // next byte of it
-    int copies = 0;               // result copies still running
-    bool ended = false;           // its end record came; `result` is set
-    absl::StatusOr<v1::Timing> result;
-  };
-
-  // Result bytes of a job to copy into its c_out, outside mu_.
-  struct Copy {
-    uint64_t job_id = 0;
-    char* dst = nullptr;
-    wire::Pieces src;
   };
 
   // A job's callback and result, held back while a write that carries the
@@ -491,9 +472,7 @@ class JobStream::Reactor final
     *request = wire::EncodeStreamRequest(header, data);
   }
 
-  // Applies a response; result bytes to copy are added to `copies`.
-  void Deliver(const wire::DecodedResponse& response,
-               std::vector<Copy>* copies) {
+  void Deliver(const wire::DecodedResponse& response) {
     GemmCallback done;
     absl::StatusOr<v1::Timing> result;
     {
@@ -503,52 +482,24 @@ class JobStream::Reactor final
         if (!response.has_end || !EndWhileSending(response, &done, &result)) {
           return;  // not ours; ignore
         }
-      } else if (!DeliverToJob(response, it, &done, &result, copies)) {
+      } else if (!DeliverToJob(response, it, &done, &result)) {
         return;
       }
-      if (!HoldWhileWriting(response.job_id, &done, &result)) return;
-    }
-    if (done) done(std::move(result));
-  }
-
-  // Ends the jobs whose last result copies these were.
-  void FinishCopies(const std::vector<Copy>& copies) {
-    std::vector<Completion> ended;
-    {
-      absl::MutexLock lock(&mu_);
-      for (const Copy& copy : copies) {
-        auto it = in_flight_.find(copy.job_id);
-        if (it == in_flight_.end()) continue;
-        Job& job = it->second;
-        if (--job.copies > 0 || !job.ended) continue;
-        GemmCallback done = std::move(job.done);
-        absl::StatusOr<v1::Timing> result = std::move(job.result);
-        in_flight_.erase(it);
-        if (HoldWhileWriting(copy.job_id, &done, &result)) {
-          ended.push_back({std::move(done), std::move(result)});
-        }
+      if (done && writing_ && writing_job_ == response.job_id) {
+        // The server ended the job (an error, most likely) while a write of
+        // its bytes is still in flight: call back once it is done.
+        deferred_.push_back({std::move(done), std::move(result)});
+        return;
       }
     }
-    for (Completion& c : ended) c.done(std::move(c.result));
-  }
-
-  // The server may end a job (an error, most likely) while a write of its
-  // bytes is still in flight: its callback then waits for that write
-  // (OnWriteDone). Returns false when it was held back.
-  bool HoldWhileWriting(uint64_t id, GemmCallback* done,
-                        absl::StatusOr<v1::Timing>* result)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!*done || !writing_ || writing_job_ != id) return true;
-    deferred_.push_back({std::move(*done), std::move(*result)});
-    return false;
+    if (done) done(std::move(result));
   }
 
   // Applies a response to a job whose every part is sent. Returns true when
   // the job ended (`done` is then set unless it is to be retried).
   bool DeliverToJob(const wire::DecodedResponse& response,
                     std::unordered_map<uint64_t, Job>::iterator it,
-                    GemmCallback* done, absl::StatusOr<v1::Timing>* result,
-                    std::vector<Copy>* copies)
+                    GemmCallback* done, absl::StatusOr<v1::Timing>* result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Job& job = it->second;
     if (response.has_chunk) {
@@ -558,16 +509,16 @@ class JobStream::Reactor final
         return false;
       }
       // The one copy of a result byte on the client: from the received
-      // slices into the caller's c_out (OnReadDone, outside mu_).
-      QueueCopy(job, reinterpret_cast<char*>(job.c_out) + response.chunk_offset,
-                response.data, copies);
+      // slices into the caller's c_out.
+      response.data.CopyTo(reinterpret_cast<char*>(job.c_out) +
+                           response.chunk_offset);
       job.c_received += response.data.size;
       return false;
     }
     if (!response.has_end) return false;
     const v1::JobEnd& end = response.end;
     if (end.code() == static_cast<int>(absl::StatusCode::kUnavailable) &&
-        job.attempt < max_attempts_ && job.copies == 0) {
+        job.attempt < max_attempts_) {
       ScheduleRetry(std::move(job));
       in_flight_.erase(it);
       return true;
@@ -575,8 +526,7 @@ class JobStream::Reactor final
     if (end.code() == 0 && response.data.size > 0 && job.c_received == 0) {
       // The result came inside the end record (inline_result_max_bytes).
       if (response.data.size == job.c_bytes) {
-        QueueCopy(job, reinterpret_cast<char*>(job.c_out), response.data,
-                  copies);
+        response.data.CopyTo(reinterpret_cast<char*>(job.c_out));
         job.c_received = job.c_bytes;
       } else {
         job.c_received = response.data.size;
@@ -592,21 +542,9 @@ class JobStream::Reactor final
     } else {
       *result = end.timing();
     }
-    if (job.copies > 0) {
-      // Ends when its last copy is done (FinishCopies).
-      job.ended = true;
-      job.result = std::move(*result);
-      return false;
-    }
     *done = std::move(job.done);
     in_flight_.erase(it);
     return true;
-  }
-
-  void QueueCopy(Job& job, char* dst, const wire::Pieces& src,
-                 std::vector<Copy>* copies) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    ++job.copies;
-    copies->push_back(Copy{job.id, dst, src});
   }
 
   // A job can end before all of it is sent: the server may refuse it as
@@ -684,6 +622,7 @@ class JobStream::Reactor final
   grpc::ClientContext context_;
   grpc::ByteBuffer request_;   // owned by the write in flight
   grpc::ByteBuffer response_;  // owned by the read in flight
+  wire::DecodedResponse decoded_;  // of response_, used by the read reaction
   absl::Notification done_;
 
   absl::Mutex mu_;

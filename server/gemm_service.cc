@@ -71,7 +71,7 @@ class GemmStreamReactor final
         reads_done_ = true;
         // Jobs the client started but never ended can no longer complete.
         for (auto& [id, receiving] : receiving_) {
-          receiving.arrival->dropped = true;
+          (void)receiving;
           QueueError(id, absl::InvalidArgumentError(absl::StrCat(
                              "job_id ", id,
                              ": stream closed before the job's end_of_job")));
@@ -81,8 +81,6 @@ class GemmStreamReactor final
       Pump();
       return;
     }
-    std::vector<Copy> copies;
-    std::vector<grpc::Slice> held;  // the received bytes the copies read
     {
       absl::MutexLock lock(&mu_);
       absl::Status decoded = DecodeStreamRequest(request_, &decoded_);
@@ -94,30 +92,14 @@ class GemmStreamReactor final
         service_->CountRejected();
         QueueError(decoded_.header.job_id(), std::move(decoded));
       }
-      copies.swap(copies_);
-      copies_in_flight_ += copies.size();
-      held.swap(decoded_.slices);
+      // Lets go of the received bytes now, not at the next read.
       decoded_.data = decoded_.job_a = decoded_.job_b = decoded_.job_c =
           wire::Pieces();
+      decoded_.slices.clear();
     }
     request_.Clear();
-    if (copies.empty()) {
-      Pump();
-      StartRead(&request_);
-      return;
-    }
-    // The next message is read (by another of gRPC's threads) while this
-    // one's bytes are copied: the copy is off the transport's path.
-    StartRead(&request_);
-    for (const Copy& copy : copies) copy.src.CopyTo(copy.dst);
-    held.clear();
-    {
-      absl::MutexLock lock(&mu_);
-      copies_in_flight_ -= copies.size();
-      for (const Copy& copy : copies) --copy.arrival->copies;
-      SubmitReady();
-    }
     Pump();
+    StartRead(&request_);
   }
 
   void OnWriteDone(bool ok) override {
@@ -143,26 +125,8 @@ class GemmStreamReactor final
   }
 
  private:
-  // A job whose bytes are arriving: submitted once every part has come
-  // in and every copy of its bytes is done.
-  struct Arrival {
-    uint64_t id = 0;
-    std::shared_ptr<GemmJob> job;
-    uint64_t inline_max = 0;  // the job's inline_result_max_bytes
-    int copies = 0;           // copies of its bytes still running
-    bool complete = false;    // every part came and the sizes check out
-    bool dropped = false;     // failed; its copies finish into nothing
-  };
-  // Bytes of a received message to copy into a job's storage, done outside
-  // mu_ once the next read has started.
-  struct Copy {
-    std::shared_ptr<Arrival> arrival;
-    char* dst = nullptr;
-    wire::Pieces src;
-  };
   struct Receiving {
     std::shared_ptr<GemmJob> job;
-    std::shared_ptr<Arrival> arrival;
     uint64_t received[4] = {0, 0, 0, 0};  // indexed by v1::Operand
     uint64_t inline_result_max_bytes = 0;  // from the job's params
   };
@@ -186,11 +150,7 @@ class GemmStreamReactor final
   // remaining parts unless `ended` (the failing message ended the job).
   void FailJob(uint64_t id, absl::Status status, bool ended)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = receiving_.find(id);
-    if (it != receiving_.end()) {
-      it->second.arrival->dropped = true;
-      receiving_.erase(it);
-    }
+    receiving_.erase(id);
     if (!ended) {
       // A client that stops sending a failed job never ends it; keep the
       // set of such ids bounded (a forgotten id only means its stray parts
@@ -228,11 +188,7 @@ class GemmStreamReactor final
       if (!problem.ok()) return FailJob(id, problem.status(), ended);
       absl::StatusOr<std::shared_ptr<GemmJob>> job = service_->NewJob(*problem);
       if (!job.ok()) return FailJob(id, job.status(), ended);
-      auto arrival = std::make_shared<Arrival>();
-      arrival->id = id;
-      arrival->job = *job;
-      arrival->inline_max = req.params().inline_result_max_bytes();
-      it = receiving_.emplace(id, Receiving{std::move(*job), arrival}).first;
+      it = receiving_.emplace(id, Receiving{std::move(*job)}).first;
       it->second.inline_result_max_bytes =
           req.params().inline_result_max_bytes();
     } else if (it == receiving_.end()) {
@@ -251,39 +207,18 @@ class GemmStreamReactor final
     if (!ended) return;
 
     std::shared_ptr<GemmJob> job = std::move(receiving.job);
-    std::shared_ptr<Arrival> arrival = std::move(receiving.arrival);
     const uint64_t got[4] = {receiving.received[0], receiving.received[1],
                              receiving.received[2], receiving.received[3]};
+    const uint64_t inline_max = receiving.inline_result_max_bytes;
     receiving_.erase(it);
     absl::Status s = CheckOperandBytes(job->problem(), got[v1::OPERAND_A],
                                        got[v1::OPERAND_B], got[v1::OPERAND_C]);
     if (!s.ok()) {
-      arrival->dropped = true;
       service_->CountRejected();
       return QueueError(id, absl::InvalidArgumentError(
                                 absl::StrCat("job_id ", id, ": ", s.message())));
     }
-    Complete(arrival);
-  }
-
-  // Every part of a job has come in: it runs once the copies of its bytes
-  // are done (now, or in OnReadDone), and after the jobs of this stream that
-  // were complete before it.
-  void Complete(const std::shared_ptr<Arrival>& arrival)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    arrival->complete = true;
-    ready_.push_back(arrival);
-    SubmitReady();
-  }
-
-  void SubmitReady() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    while (!ready_.empty() && ready_.front()->copies == 0) {
-      Arrival& arrival = *ready_.front();
-      if (!arrival.dropped) {
-        Submit(arrival.id, std::move(arrival.job), arrival.inline_max);
-      }
-      ready_.pop_front();
-    }
+    Submit(id, std::move(job), inline_max);
   }
 
   // A job whose params and operands all came in one message (req.job):
@@ -324,26 +259,12 @@ class GemmStreamReactor final
     }
     absl::StatusOr<std::shared_ptr<GemmJob>> job = service_->NewJob(*problem);
     if (!job.ok()) return fail(job.status());
-    auto arrival = std::make_shared<Arrival>();
-    arrival->id = id;
-    arrival->job = *job;
-    arrival->inline_max = whole.params().inline_result_max_bytes();
-    QueueCopy(arrival, reinterpret_cast<char*>((*job)->a()), in.job_a);
-    QueueCopy(arrival, reinterpret_cast<char*>((*job)->b()), in.job_b);
+    in.job_a.CopyTo(reinterpret_cast<char*>((*job)->a()));
+    in.job_b.CopyTo(reinterpret_cast<char*>((*job)->b()));
     if (problem->beta != 0.0f) {
-      QueueCopy(arrival, reinterpret_cast<char*>((*job)->c()), in.job_c);
+      in.job_c.CopyTo(reinterpret_cast<char*>((*job)->c()));
     }
-    Complete(arrival);
-  }
-
-  // The one copy of an operand byte on the server, from gRPC's slices into
-  // the job's (pinned) storage; run by OnReadDone after the next read has
-  // started.
-  void QueueCopy(const std::shared_ptr<Arrival>& arrival, char* dst,
-                 const wire::Pieces& src) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (src.size == 0) return;
-    ++arrival->copies;
-    copies_.push_back(Copy{arrival, dst, src});
+    Submit(id, std::move(*job), whole.params().inline_result_max_bytes());
   }
 
   absl::Status AppendChunk(const DecodedRequest& in, Receiving& receiving)
@@ -373,8 +294,9 @@ class GemmStreamReactor final
           req.job_id(), v1::Operand_Name(op), received + in.data.size,
           receiving.job->shape().ToString(), expected));
     }
-    QueueCopy(receiving.arrival, reinterpret_cast<char*>(base) + received,
-              in.data);
+    // The one copy of an operand byte on the server: from gRPC's slices
+    // into the job's (pinned) storage.
+    in.data.CopyTo(reinterpret_cast<char*>(base) + received);
     received += in.data.size;
     return absl::OkStatus();
   }
@@ -453,7 +375,7 @@ class GemmStreamReactor final
       writing_ = true;  // holds off Finish() until OnWriteDone
       return Next::kWrite;
     }
-    if (reads_done_ && pending_ == 0 && copies_in_flight_ == 0) {
+    if (reads_done_ && pending_ == 0) {
       finished_ = true;
       *final_status = cancelled_ || write_failed_
                           ? grpc::Status(grpc::StatusCode::CANCELLED,
@@ -527,10 +449,6 @@ class GemmStreamReactor final
   grpc::ByteBuffer request_;   // owned by the read in flight
   grpc::ByteBuffer response_;  // owned by the write in flight
   DecodedRequest decoded_ ABSL_GUARDED_BY(mu_);  // reused between reads
-  std::vector<Copy> copies_ ABSL_GUARDED_BY(mu_);  // of the message at hand
-  size_t copies_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  // Complete jobs, in the order they completed, until submitted.
-  std::deque<std::shared_ptr<Arrival>> ready_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex mu_;
   std::unordered_map<uint64_t, Receiving> receiving_ ABSL_GUARDED_BY(mu_);
