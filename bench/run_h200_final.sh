@@ -20,11 +20,15 @@ if [ -z "${SKIP_SUITES:-}" ]; then
   done
 fi
 run() { local label=$1; shift; env "$@" OUT="$W" bash "$here/run_e2e.sh" "$label" >"$W/$label.table" 2>&1; }
-run defaults
+# FINAL_CASES (optional) restricts the first pass; SKIP_H2BIG skips the
+# second.
+run defaults "CASES=${FINAL_CASES:-}"
+[ -n "${SKIP_H2BIG:-}" ] || {
 h2="--chunk-bytes 4194304 --http2-stream-window-bytes 16777216 --http2-max-frame-bytes 4194304"
 run h2big CLIENT_FLAGS="$h2" \
   SERVER_FLAGS="--result-chunk-bytes 4194304 --http2-stream-window-bytes 16777216 --http2-max-frame-bytes 4194304" \
   CASES="m1024-c16-x4 one4096 four4096-x4 one4096-x4-split4"
+}
 tar -czf "$OUT/final.tar.gz" -C "$(dirname "$W")" final
 for f in "$W"/*.table; do echo "== $(basename "$f" .table)"; cat "$f"; done
 printf '%s\n' "${suites[@]}"
