@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# A/B of "copies off the transport's path" on one GPU host: the server and
-# client of the commit before it (gemm-server-prev, gemm-client-prev on
-# PATH) against this build's, in every pairing, the pure pairs twice,
-# on the large cases of bench/run_e2e.sh. Tables printed last; everything
-# in $OUT/copy-ab.tar.gz.
+# A/B of two builds on one GPU host: the server and client of a previous
+# commit (gemm-server-prev, gemm-client-prev on PATH) against this build's,
+# in every pairing, the pure pairs twice, on the large cases of
+# bench/run_e2e.sh. Tables printed last; everything
+# in $OUT/copy-ab.tar.gz. Used 2026-11-30 for "copies off the transport's
+# path" (commit 1e276a9 against 78bde01; no gain, reverted:
+# docs/performance.md).
 #
 #   . .gpu/env.sh && bench/run_h200_copy_ab.sh
 set -u
