@@ -12,15 +12,9 @@
 set -u
 OUT=${OUT:-./out}
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$OUT/suites"
+mkdir -p "$OUT"
 export TEST_TMPDIR=$(mktemp -d)
-suites=()
-if [ -z "${SKIP_SUITES:-}" ]; then
-  for t in sgemm_gpu_test cuda_executor_test gpu_integration_test; do
-    GEMM_SERVER_BINARY=$(command -v gemm-server) timeout 240 "$t" >"$OUT/suites/$t.log" 2>&1
-    suites+=("$t rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/suites/$t.log" | tr '\n' ' ')")
-  done
-fi
+suites=$(bash "$here/gpu_suites.sh" "$OUT/suites")
 big="m1024-c16-x4 one4096 four4096-x4"
 run() { local label=$1; shift; env "$@" OUT="$OUT" bash "$here/run_e2e.sh" "$label" >"$OUT/$label.table" 2>&1; }
 run tcp CASES="tcp1 tcp4"
@@ -33,4 +27,4 @@ run new-spin SERVER_FLAGS=--cuda-blocking-sync=false CASES="s128-c64-x8"
 run new-whole CLIENT_FLAGS="--whole-job-bytes 1048576 --inline-result-bytes 1048576" CASES="s128-c64-x8"
 run new-4m CLIENT_FLAGS="--chunk-bytes 4194304" SERVER_FLAGS="--result-chunk-bytes 4194304" CASES="$big"
 for f in "$OUT"/*.table; do echo "== $(basename "$f" .table)"; cat "$f"; done
-printf '%s\n' "${suites[@]}"
+echo "$suites"

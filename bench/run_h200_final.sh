@@ -10,15 +10,9 @@ set -u
 OUT=${OUT:-./out}
 here=$(cd "$(dirname "$0")" && pwd)
 W=$(mktemp -d)/final
-mkdir -p "$W/suites"
+mkdir -p "$W"
 export TEST_TMPDIR=$(mktemp -d)
-suites=()
-if [ -z "${SKIP_SUITES:-}" ]; then
-  for t in sgemm_gpu_test cuda_executor_test gpu_integration_test; do
-    GEMM_SERVER_BINARY=$(command -v gemm-server) timeout 240 "$t" >"$W/suites/$t.log" 2>&1
-    suites+=("$t rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$W/suites/$t.log" | tr '\n' ' ')")
-  done
-fi
+suites=$(bash "$here/gpu_suites.sh" "$W/suites")
 run() { local label=$1; shift; env "$@" OUT="$W" bash "$here/run_e2e.sh" "$label" >"$W/$label.table" 2>&1; }
 # FINAL_CASES (optional) restricts the first pass; SKIP_H2BIG skips the
 # second.
@@ -31,4 +25,4 @@ run h2big CLIENT_FLAGS="$h2" \
 }
 tar -czf "$OUT/final.tar.gz" -C "$(dirname "$W")" final
 for f in "$W"/*.table; do echo "== $(basename "$f" .table)"; cat "$f"; done
-printf '%s\n' "${suites[@]}"
+echo "$suites"
