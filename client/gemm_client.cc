@@ -65,8 +65,8 @@ uint64_t JobBytes(const GemmArgs& args) {
          OperandBytes(args, v1::OPERAND_C);
 }
 
-// The caller's operands, referred to (not copied) by outgoing messages.
-wire::BorrowedOperands Borrow(const GemmArgs& args) {
+// The caller's operands, as the encoder takes them.
+wire::Operands OperandsOf(const GemmArgs& args) {
   auto view = [&args](v1::Operand op) {
     return absl::string_view(reinterpret_cast<const char*>(OperandData(args, op)),
                              OperandBytes(args, op));
@@ -268,7 +268,6 @@ class JobStream::Reactor final
   }
 
   void OnWriteDone(bool ok) override {
-    std::vector<Completion> deferred;
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
@@ -276,10 +275,7 @@ class JobStream::Reactor final
         // The call is over; OnReadDone(false) and OnDone tell why.
         broken_ = true;
       }
-      deferred.swap(deferred_);
     }
-    // gRPC is done with the caller's bytes now; the jobs may end.
-    for (Completion& c : deferred) c.done(std::move(c.result));
     Pump();
   }
 
@@ -315,13 +311,11 @@ class JobStream::Reactor final
 
   void OnDone(const grpc::Status& status) override {
     std::vector<Job> failed;
-    std::vector<Completion> deferred;
     absl::Status final_status = FromGrpcStatus(status);
     std::shared_ptr<Reactor> self;
     {
       absl::MutexLock lock(&mu_);
       if (!malformed_.ok()) final_status = malformed_;
-      deferred.swap(deferred_);  // no write is in flight any more
       broken_ = true;
       call_done_ = true;
       for (Job& job : to_send_) failed.push_back(std::move(job));
@@ -331,7 +325,6 @@ class JobStream::Reactor final
       final_status_ = final_status;
       self = std::move(self_);
     }
-    for (Completion& c : deferred) c.done(std::move(c.result));
     for (Job& job : failed) {
       job.done(final_status.ok()
                    ? absl::InternalError(absl::StrCat(
@@ -356,12 +349,6 @@ class JobStream::Reactor final
     uint64_t offset = 0;          // next byte of it
   };
 
-  // A job's callback and result, held back while a write that carries the
-  // job's bytes is in flight (the caller may free them once called).
-  struct Completion {
-    GemmCallback done;
-    absl::StatusOr<v1::Timing> result;
-  };
 
   // Lets the call end once nothing more will be written.
   void ReleaseHold() {
@@ -412,18 +399,17 @@ class JobStream::Reactor final
     }
   }
 
-  // Builds the next message of the job at the front of to_send_; its bytes
-  // are the caller's, referred to, not copied.
+  // Builds the next message of the job at the front of to_send_: the
+  // operand bytes are copied once, straight into the message.
   void NextMessage(grpc::ByteBuffer* request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Job& job = to_send_.front();
-    writing_job_ = job.id;
     if (!job.params_sent && JobBytes(job.args) <= whole_job_max_bytes_) {
       // The whole job in one message.
       v1::GemmParams params;
       FillParams(job.args, &params);
       params.set_inline_result_max_bytes(inline_result_max_bytes_);
-      *request = wire::EncodeWholeJob(job.id, params, Borrow(job.args));
+      *request = wire::EncodeWholeJob(job.id, params, OperandsOf(job.args));
       job.params_sent = true;
       const uint64_t id = job.id;
       in_flight_.emplace(id, std::move(job));
@@ -483,12 +469,6 @@ class JobStream::Reactor final
           return;  // not ours; ignore
         }
       } else if (!DeliverToJob(response, it, &done, &result)) {
-        return;
-      }
-      if (done && writing_ && writing_job_ == response.job_id) {
-        // The server ended the job (an error, most likely) while a write of
-        // its bytes is still in flight: call back once it is done.
-        deferred_.push_back({std::move(done), std::move(result)});
         return;
       }
     }
@@ -620,7 +600,7 @@ class JobStream::Reactor final
   const int max_attempts_;
   RetryScheduler* const retries_;
   grpc::ClientContext context_;
-  grpc::ByteBuffer request_;   // owned by the write in flight
+  grpc::ByteBuffer request_;   // owned by the write in flight (a copy)
   grpc::ByteBuffer response_;  // owned by the read in flight
   wire::DecodedResponse decoded_;  // of response_, used by the read reaction
   absl::Notification done_;
@@ -631,9 +611,6 @@ class JobStream::Reactor final
   std::unordered_map<uint64_t, Job> in_flight_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  // The job whose bytes the write in flight carries.
-  uint64_t writing_job_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<Completion> deferred_ ABSL_GUARDED_BY(mu_);
   // Set when a response could not be decoded; the call's final status.
   absl::Status malformed_ ABSL_GUARDED_BY(mu_);
   bool close_requested_ ABSL_GUARDED_BY(mu_) = false;
@@ -840,7 +817,7 @@ void GemmClient::StartAttempt(const GemmArgs& args, float* c_out,
   ApplyDeadline(&call->context);
   v1::GemmParams params;
   FillParams(args, &params);
-  call->request = wire::EncodeGemmRequest(params, Borrow(args));
+  call->request = wire::EncodeGemmRequest(params, OperandsOf(args));
   const uint64_t c_bytes = 4ull * args.m * args.n;
   channel.raw->UnaryCall(
       &call->context, kGemmMethod, grpc::StubOptions(), &call->request,

@@ -18,10 +18,11 @@
 // job of at most Options.whole_job_max_bytes travels as one message and a
 // result of at most Options.inline_result_max_bytes comes back as one.
 //
-// Zero copy: both calls are raw (grpc::ByteBuffer, proto/wire_codec.h).
-// Operands are never copied in user space: the outgoing messages refer to
-// the caller's A, B and C, which gRPC hands to the socket. Results are
-// copied once, from the received slices straight into the caller's c_out.
+// Copies: both calls are raw (grpc::ByteBuffer, proto/wire_codec.h), so a
+// byte is copied once in user space each way: operands from the caller's
+// A, B and C straight into the outgoing message (gRPC may still hold a
+// message after its write is reported done, so it never points at the
+// caller's memory), results from the received slices straight into c_out.
 //
 // Deadlines: Options.timeout is the gRPC deadline of each call attempt (for
 // a JobStream, of the whole stream). GemmArgs.timeout_ms is the server-side

@@ -15,8 +15,8 @@ constexpr uint32_t kWireFixed64 = 1;
 constexpr uint32_t kWireLengthDelimited = 2;
 constexpr uint32_t kWireFixed32 = 5;
 
-// Borrowed or owned bytes shorter than this are copied into the message:
-// a slice of their own costs more than the copy.
+// Bytes shorter than this go into the message's shared header slice: a
+// slice of their own costs more than they do.
 constexpr uint64_t kCopyBelowBytes = 512;
 
 // Reads bytes across a sequence of pieces.
@@ -96,7 +96,7 @@ void ReleaseOwner(void* owner) {
 
 // The size of `operands` and `params` encoded as a GemmRequest.
 uint64_t GemmRequestSize(uint64_t params_size,
-                         const BorrowedOperands& operands) {
+                         const Operands& operands) {
   uint64_t size = LengthDelimitedSize(1, params_size);
   if (!operands.a.empty()) size += LengthDelimitedSize(2, operands.a.size());
   if (!operands.b.empty()) size += LengthDelimitedSize(3, operands.b.size());
@@ -105,19 +105,19 @@ uint64_t GemmRequestSize(uint64_t params_size,
 }
 
 void WriteGemmRequest(const v1::GemmParams& params, uint64_t params_size,
-                      const BorrowedOperands& operands, MessageWriter* out) {
+                      const Operands& operands, MessageWriter* out) {
   out->Tag(1, kWireLengthDelimited);
   out->Varint(params_size);
   out->AppendMessage(params);
   // Empty fields are left out, as protobuf does.
   if (!operands.a.empty()) {
-    out->BorrowedBytes(2, operands.a.data(), operands.a.size());
+    out->CopiedBytes(2, operands.a.data(), operands.a.size());
   }
   if (!operands.b.empty()) {
-    out->BorrowedBytes(3, operands.b.data(), operands.b.size());
+    out->CopiedBytes(3, operands.b.data(), operands.b.size());
   }
   if (!operands.c.empty()) {
-    out->BorrowedBytes(4, operands.c.data(), operands.c.size());
+    out->CopiedBytes(4, operands.c.data(), operands.c.size());
   }
 }
 
@@ -275,15 +275,15 @@ void MessageWriter::AddBody(grpc::Slice slice, uint64_t size) {
   size_ += size;
 }
 
-void MessageWriter::BorrowedBytes(uint32_t field, const char* data,
-                                  uint64_t size) {
+void MessageWriter::CopiedBytes(uint32_t field, const char* data,
+                                uint64_t size) {
   Tag(field, kWireLengthDelimited);
   Varint(size);
   if (size < kCopyBelowBytes) {
     Append(absl::string_view(data, size));
     return;
   }
-  AddBody(grpc::Slice(data, size, grpc::Slice::STATIC_SLICE), size);
+  AddBody(grpc::Slice(data, size), size);  // grpc_slice_from_copied_buffer
 }
 
 void MessageWriter::OwnedBytes(uint32_t field, const char* data,
@@ -387,12 +387,12 @@ grpc::ByteBuffer EncodeStreamRequest(const v1::StreamRequest& header,
   MessageWriter out;
   out.AppendMessage(header);
   // StreamRequest.data (field 5); fields may come in any order.
-  if (!data.empty()) out.BorrowedBytes(5, data.data(), data.size());
+  if (!data.empty()) out.CopiedBytes(5, data.data(), data.size());
   return out.Finish();
 }
 
 grpc::ByteBuffer EncodeWholeJob(uint64_t job_id, const v1::GemmParams& params,
-                                const BorrowedOperands& operands) {
+                                const Operands& operands) {
   const uint64_t params_size = params.ByteSizeLong();
   MessageWriter out;
   out.Tag(1, kWireVarint);  // StreamRequest.job_id
@@ -404,7 +404,7 @@ grpc::ByteBuffer EncodeWholeJob(uint64_t job_id, const v1::GemmParams& params,
 }
 
 grpc::ByteBuffer EncodeGemmRequest(const v1::GemmParams& params,
-                                   const BorrowedOperands& operands) {
+                                   const Operands& operands) {
   MessageWriter out;
   WriteGemmRequest(params, params.ByteSizeLong(), operands, &out);
   return out.Finish();

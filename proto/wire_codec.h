@@ -9,12 +9,13 @@
 // keeps alive). The reader copies those pieces once, to where they belong:
 // the job's pinned storage on the server, the caller's c_out on the client.
 //
-// Writing: a message is framed around memory it does not own. Owned bytes
-// (the server's job memory) are held by reference until gRPC releases the
-// slice; borrowed bytes (the client caller's A and B) are not held at all:
-// the caller keeps them valid until the write that carries them has
-// completed, which the client guarantees by never ending a job while one of
-// its writes is in flight.
+// Writing: the server frames results around the job's own memory, held by
+// reference until gRPC releases the slice (no copy). The client copies
+// operands once, straight into the outgoing message's slice: borrowing the
+// caller's memory instead would be safe only if a job ended after gRPC had
+// released every slice of it, and gRPC may still hold (and send) a
+// message's slices after reporting its write done, or after the call ended
+// (docs/performance.md, "Why the client copies operands").
 //
 // Thread-safety: stateless functions.
 //
@@ -80,9 +81,9 @@ class MessageWriter {
   void Append(absl::string_view bytes);
   // A serialized message's fields, appended (copied).
   void AppendMessage(const google::protobuf::Message& message);
-  // A `bytes` field whose `size` bytes at `data` are not copied and not
-  // held: they must stay valid until gRPC has sent the message.
-  void BorrowedBytes(uint32_t field, const char* data, uint64_t size);
+  // A `bytes` field whose `size` bytes at `data` are copied into a slice of
+  // their own (one copy, no protobuf in between).
+  void CopiedBytes(uint32_t field, const char* data, uint64_t size);
   // A `bytes` field whose bytes are not copied; `owner` is held until gRPC
   // releases them.
   void OwnedBytes(uint32_t field, const char* data, uint64_t size,
@@ -152,25 +153,24 @@ grpc::ByteBuffer EncodeMessage(const google::protobuf::Message& message);
 
 // ---- Client side: operands out, results in. ----
 
-// Operand bytes a request refers to without copying them (any may be
-// empty).
-struct BorrowedOperands {
+// A job's operand bytes (any may be empty).
+struct Operands {
   absl::string_view a, b, c;
 };
 
 // A StreamRequest: `header`'s fields (its `data` and `job` must be unset)
-// plus `data` as StreamRequest.data, borrowed.
+// plus `data` as StreamRequest.data.
 grpc::ByteBuffer EncodeStreamRequest(const v1::StreamRequest& header,
                                      absl::string_view data);
 
 // A StreamRequest{job_id, job{params, a, b, c}}: a whole job in one
-// message, operands borrowed.
+// message.
 grpc::ByteBuffer EncodeWholeJob(uint64_t job_id, const v1::GemmParams& params,
-                                const BorrowedOperands& operands);
+                                const Operands& operands);
 
-// A GemmRequest{params, a, b, c}, operands borrowed.
+// A GemmRequest{params, a, b, c}.
 grpc::ByteBuffer EncodeGemmRequest(const v1::GemmParams& params,
-                                   const BorrowedOperands& operands);
+                                   const Operands& operands);
 
 // A StreamResponse with its result bytes (ResultChunk.data or JobEnd.c) left
 // in the received slices.

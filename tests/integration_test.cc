@@ -436,14 +436,12 @@ TEST(LimitsTest, OversizedJobsAreResourceExhausted) {
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
-TEST(LimitsTest, AJobRefusedMidUploadEndsOnlyOnceItsBytesAreSent) {
-  // Operands go out without a copy, straight from the caller's memory. The
-  // server refuses these jobs as soon as it reads their params, while the
-  // client may still be sending their chunks; the rest is never sent, and
-  // each callback poisons and frees the operands. The client holds a
-  // callback back while a write of the job's bytes is in flight; whether
-  // this run hits that window depends on timing, so the check of that part
-  // is an ASan build (--config=asan) seeing no use after free.
+TEST(LimitsTest, AJobRefusedMidUploadFailsAloneAndItsOperandsMayGo) {
+  // The server refuses these jobs as soon as it reads their params, while
+  // the client may still be sending their chunks; the rest is never sent,
+  // and each callback poisons and frees the operands. Outgoing messages
+  // hold copies, so that is safe whenever it happens (an ASan build,
+  // --config=asan, would see a use after free otherwise).
   ServerProcess server({"--max-job-bytes", "1000000"});
   ASSERT_TRUE(server.Start().ok());
   GemmClient::Options options;
