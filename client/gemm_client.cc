@@ -191,6 +191,7 @@ class JobStream::Reactor final
         chunk_bytes_(options.chunk_bytes),
         whole_job_max_bytes_(options.whole_job_max_bytes),
         inline_result_max_bytes_(options.inline_result_max_bytes),
+        coalesce_small_writes_(options.coalesce_small_writes),
         max_attempts_(retries != nullptr ? max_attempts : 1),
         retries_(retries) {
     if (options.timeout > absl::ZeroDuration()) {
@@ -373,6 +374,14 @@ class JobStream::Reactor final
         NextMessage(&request_);
         writing_ = true;
         action = Action::kWrite;
+        // Set while no write is in flight; used by this write only.
+        write_options_ = grpc::WriteOptions();
+        if (coalesce_small_writes_ && !to_send_.empty() &&
+            request_.Length() <= kCoalesceMaxBytes) {
+          // The next message follows at once (OnWriteDone -> Pump), and the
+          // last one of a run goes without the hint.
+          write_options_.set_buffer_hint();
+        }
       } else if (close_requested_ && pending_retries_ == 0 &&
                  (max_attempts_ == 1 || in_flight_.empty())) {
         // With retries on, a job still in flight may have to be sent again,
@@ -385,7 +394,7 @@ class JobStream::Reactor final
     }
     switch (action) {
       case Action::kWrite:
-        StartWrite(&request_);
+        StartWrite(&request_, write_options_);
         break;
       case Action::kWritesDone:
         StartWritesDone();
@@ -597,10 +606,13 @@ class JobStream::Reactor final
   const uint64_t chunk_bytes_;
   const uint64_t whole_job_max_bytes_;
   const uint64_t inline_result_max_bytes_;
+  const bool coalesce_small_writes_;
+  static constexpr size_t kCoalesceMaxBytes = 256 << 10;
   const int max_attempts_;
   RetryScheduler* const retries_;
   grpc::ClientContext context_;
   grpc::ByteBuffer request_;   // owned by the write in flight (a copy)
+  grpc::WriteOptions write_options_;  // of the write in flight
   grpc::ByteBuffer response_;  // owned by the read in flight
   wire::DecodedResponse decoded_;  // of response_, used by the read reaction
   absl::Notification done_;

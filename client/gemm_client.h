@@ -203,6 +203,10 @@ class GemmClient {
     // (GRPC_ARG_HTTP2_MAX_FRAME_SIZE), at most 16 MiB - 1. 0 (the
     // default): gRPC's own (16 KiB).
     int http2_max_frame_bytes = 0;
+    // Lets gRPC hold a small stream message (at most 256 KiB) back while
+    // more are queued behind it on the same stream, so that several go out
+    // in one socket write. Default false.
+    bool coalesce_small_writes = false;
     // Large jobs over several connections at once: a job of at least
     // split_min_bytes (A, B and C together) is cut into split_rows blocks of
     // rows of C, each sent as a job of its own on the next channel, all at

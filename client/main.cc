@@ -40,6 +40,7 @@ struct CommonFlags {
   int http2_stream_window_bytes = 0;
   int http2_max_frame_bytes = 0;
   int split_rows = 1;
+  bool coalesce_small_writes = false;
   uint64_t split_min_bytes = GemmClient::Options().split_min_bytes;
   int max_attempts = 1;
   double initial_backoff_ms = 50;
@@ -59,6 +60,7 @@ absl::StatusOr<std::unique_ptr<GemmClient>> Connect(const CommonFlags& f) {
   options.http2_stream_window_bytes = f.http2_stream_window_bytes;
   options.http2_max_frame_bytes = f.http2_max_frame_bytes;
   options.split_rows = f.split_rows;
+  options.coalesce_small_writes = f.coalesce_small_writes;
   options.split_min_bytes = f.split_min_bytes;
   options.timeout = absl::Seconds(f.timeout_s);
   options.retry.max_attempts = f.max_attempts;
@@ -533,6 +535,10 @@ int main(int argc, char** argv) {
                     "HTTP/2 flow-control window per stream: how far the "
                     "server may send results ahead of this client's reads "
                     "(0: gRPC's default)")
+        ->capture_default_str();
+    sub->add_option("--coalesce-small-writes", common.coalesce_small_writes,
+                    "let small stream messages queued back to back share a "
+                    "socket write (gRPC buffer hint)")
         ->capture_default_str();
     sub->add_option("--split", common.split_rows,
                     "cut jobs of at least --split-min-bytes into this many "

@@ -100,6 +100,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   service_options.limits = options.limits;
   service_options.version = kVersion;
   service_options.host_allocator = server->host_allocator_;
+  service_options.coalesce_small_writes = options.coalesce_small_writes;
   server->service_ = std::make_unique<GemmServiceImpl>(
       service_options, server->executor_.get(), server->scheduler_.get());
 

@@ -55,6 +55,10 @@ class GemmServer {
     // in bytes, at most 16 MiB - 1; bigger frames mean fewer per-frame steps
     // for large payloads. 0 (the default): gRPC's own, 16 KiB.
     int http2_max_frame_bytes = 0;
+    // Lets gRPC hold a small stream message back (a buffer hint) while more
+    // are queued behind it on the same stream, so that several go out in
+    // one socket write. Default false.
+    bool coalesce_small_writes = false;
     // Testing hook: jobs naming this kernel fail with INTERNAL. Empty (the
     // default) disables it.
     std::string testing_fail_kernel;

@@ -373,6 +373,14 @@ class GemmStreamReactor final
     if (!outbox_.empty()) {
       NextMessage(&response_);
       writing_ = true;  // holds off Finish() until OnWriteDone
+      // Set while no write is in flight; read by Act() for this write only.
+      write_options_ = grpc::WriteOptions();
+      if (service_->options().coalesce_small_writes && !outbox_.empty() &&
+          response_.Length() <= GemmServiceImpl::kCoalesceMaxBytes) {
+        // The next message follows at once (OnWriteDone), and the last of a
+        // run goes without the hint, so nothing waits for long.
+        write_options_.set_buffer_hint();
+      }
       return Next::kWrite;
     }
     if (reads_done_ && pending_ == 0) {
@@ -387,7 +395,7 @@ class GemmStreamReactor final
   }
 
   void Act(Next next, const grpc::Status& final_status) {
-    if (next == Next::kWrite) StartWrite(&response_);
+    if (next == Next::kWrite) StartWrite(&response_, write_options_);
     if (next == Next::kFinish) Finish(final_status);
   }
 
@@ -448,6 +456,7 @@ class GemmStreamReactor final
   grpc::CallbackServerContext* const context_;
   grpc::ByteBuffer request_;   // owned by the read in flight
   grpc::ByteBuffer response_;  // owned by the write in flight
+  grpc::WriteOptions write_options_;  // of the write in flight
   DecodedRequest decoded_ ABSL_GUARDED_BY(mu_);  // reused between reads
 
   absl::Mutex mu_;

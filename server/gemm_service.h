@@ -51,7 +51,13 @@ class GemmServiceImpl final : public GemmServiceBase {
     // Host storage of new jobs (pinned memory on the CUDA backend); must
     // outlive the service. Default nullptr: the heap.
     HostAllocator* host_allocator = nullptr;
+    // See GemmServer::Options::coalesce_small_writes.
+    bool coalesce_small_writes = false;
   };
+
+  // Stream messages up to this size may be held back (buffer hint) when
+  // coalescing; larger ones always go out at once.
+  static constexpr size_t kCoalesceMaxBytes = 256 << 10;
 
   // `executor` and `scheduler` must outlive the service.
   GemmServiceImpl(const Options& options, Executor* executor,

@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
   app.add_option("--streams-per-device", options.cuda.streams_per_device,
                  "CUDA streams per device: batches in flight on each GPU")
       ->capture_default_str();
+  app.add_option("--coalesce-small-writes", options.coalesce_small_writes,
+                 "let small stream messages queued back to back share a "
+                 "socket write (gRPC buffer hint)")
+      ->capture_default_str();
   app.add_option("--cuda-blocking-sync", options.cuda.blocking_sync,
                  "CUDA workers sleep until their batch is done (false: they "
                  "spin, a core each)")

@@ -425,6 +425,41 @@ TEST_F(IntegrationTest, CallDeadlineIsDeadlineExceeded) {
   ASSERT_TRUE(Connect(*server_)->Gemm(small.args, small.out.data()).ok());
 }
 
+TEST(CoalesceTest, BufferHintedMessagesAllArriveAndAreRight) {
+  // Both sides hold small messages back while more are queued: a burst of
+  // small jobs on one stream (whole-job messages, inline results) and a
+  // chunked one among them must all come back, and right.
+  ServerProcess server({"--coalesce-small-writes", "true"});
+  ASSERT_TRUE(server.Start().ok());
+  GemmClient::Options options;
+  options.target = server.address();
+  options.coalesce_small_writes = true;
+  options.chunk_bytes = 64 << 10;
+  auto client = GemmClient::Create(options);
+  ASSERT_TRUE(client.ok());
+  std::vector<std::unique_ptr<TestJob>> jobs;
+  for (int i = 0; i < 40; ++i) {
+    jobs.push_back(std::make_unique<TestJob>(17 + i, 23, 9 + i % 5, false,
+                                             false, 1.0f, 0.0f, 30 + i));
+  }
+  jobs.push_back(std::make_unique<TestJob>(700, 600, 500, false, false, 1.0f,
+                                           0.5f, 99));
+  std::vector<absl::Status> statuses(jobs.size());
+  auto stream = (*client)->OpenStream();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    stream->Submit(jobs[i]->args, jobs[i]->out.data(),
+                   [&, i](absl::StatusOr<v1::Timing> t) {
+                     statuses[i] = t.status();
+                   });
+  }
+  ASSERT_TRUE(stream->Finish().ok());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i];
+    EXPECT_LE(jobs[i]->Error(), kTolerance) << i;
+  }
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
 TEST(LimitsTest, OversizedJobsAreResourceExhausted) {
   ServerProcess server({"--max-job-bytes", "100000", "--max-dim", "5000"});
   ASSERT_TRUE(server.Start().ok());
