@@ -377,7 +377,7 @@ class JobStream::Reactor final
         // Set while no write is in flight; used by this write only.
         write_options_ = grpc::WriteOptions();
         if (coalesce_small_writes_ && !to_send_.empty() &&
-            request_.Length() <= kCoalesceMaxBytes) {
+            request_.Length() <= wire::kCoalesceMaxBytes) {
           // The next message follows at once (OnWriteDone -> Pump), and the
           // last one of a run goes without the hint.
           write_options_.set_buffer_hint();
@@ -607,7 +607,6 @@ class JobStream::Reactor final
   const uint64_t whole_job_max_bytes_;
   const uint64_t inline_result_max_bytes_;
   const bool coalesce_small_writes_;
-  static constexpr size_t kCoalesceMaxBytes = 256 << 10;
   const int max_attempts_;
   RetryScheduler* const retries_;
   grpc::ClientContext context_;

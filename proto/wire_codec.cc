@@ -90,6 +90,20 @@ void AppendVarint(uint64_t value, std::string* out) {
   out->push_back(static_cast<char>(value));
 }
 
+// A GemmRequest in `input`: params into `header`, operands left in place.
+absl::Status DecodeGemmRequestPieces(const Pieces& input,
+                                     v1::GemmRequest* header, Pieces* a,
+                                     Pieces* b, Pieces* c) {
+  // GemmRequest: params 1, a 2, b 3, c 4.
+  std::vector<Pieces> operands;
+  absl::Status s = DecodeWithPieces(input, {2, 3, 4}, header, &operands);
+  if (!s.ok()) return s;
+  *a = std::move(operands[0]);
+  *b = std::move(operands[1]);
+  *c = std::move(operands[2]);
+  return absl::OkStatus();
+}
+
 void ReleaseOwner(void* owner) {
   delete static_cast<std::shared_ptr<const void>*>(owner);
 }
@@ -324,27 +338,18 @@ absl::Status DecodeStreamRequest(const grpc::ByteBuffer& buffer,
   if (!s.ok()) return s;
   out->data = std::move(pieces[0]);
   if (!pieces[1].present) return absl::OkStatus();
-  std::vector<Pieces> operands;
-  s = DecodeWithPieces(pieces[1], {2, 3, 4}, &out->job, &operands);
-  if (!s.ok()) return s;
-  out->has_job = true;
-  out->job_a = std::move(operands[0]);
-  out->job_b = std::move(operands[1]);
-  out->job_c = std::move(operands[2]);
-  return absl::OkStatus();
+  s = DecodeGemmRequestPieces(pieces[1], &out->job, &out->job_a, &out->job_b,
+                              &out->job_c);
+  out->has_job = s.ok();
+  return s;
 }
 
 absl::Status DecodeGemmRequest(const grpc::ByteBuffer& buffer,
                                DecodedGemmRequest* out) {
-  // GemmRequest: params 1, a 2, b 3, c 4.
-  std::vector<Pieces> pieces;
-  absl::Status s =
-      DecodeWithPieces(buffer, {2, 3, 4}, &out->header, &pieces, &out->slices);
+  Pieces all;
+  absl::Status s = ReadBuffer(buffer, &out->slices, &all);
   if (!s.ok()) return s;
-  out->a = std::move(pieces[0]);
-  out->b = std::move(pieces[1]);
-  out->c = std::move(pieces[2]);
-  return absl::OkStatus();
+  return DecodeGemmRequestPieces(all, &out->header, &out->a, &out->b, &out->c);
 }
 
 grpc::ByteBuffer EncodeGemmResponse(const char* data, size_t size,

@@ -102,6 +102,10 @@ class MessageWriter {
   uint64_t size_ = 0;
 };
 
+// Stream messages up to this size may be held back by gRPC (a buffer hint)
+// when both sides coalesce small writes; larger ones always go at once.
+inline constexpr size_t kCoalesceMaxBytes = 256 << 10;
+
 // Encoded size of a varint, and of a length-delimited field with a body of
 // `size` bytes (tag and length included).
 size_t VarintSize(uint64_t value);

@@ -376,7 +376,7 @@ class GemmStreamReactor final
       // Set while no write is in flight; read by Act() for this write only.
       write_options_ = grpc::WriteOptions();
       if (service_->options().coalesce_small_writes && !outbox_.empty() &&
-          response_.Length() <= GemmServiceImpl::kCoalesceMaxBytes) {
+          response_.Length() <= wire::kCoalesceMaxBytes) {
         // The next message follows at once (OnWriteDone), and the last of a
         // run goes without the hint, so nothing waits for long.
         write_options_.set_buffer_hint();

@@ -55,9 +55,6 @@ class GemmServiceImpl final : public GemmServiceBase {
     bool coalesce_small_writes = false;
   };
 
-  // Stream messages up to this size may be held back (buffer hint) when
-  // coalescing; larger ones always go out at once.
-  static constexpr size_t kCoalesceMaxBytes = 256 << 10;
 
   // `executor` and `scheduler` must outlive the service.
   GemmServiceImpl(const Options& options, Executor* executor,
