@@ -26,9 +26,7 @@
 namespace {
 
 using gemm::kernels::KernelRegistry;
-using gemm::kernels::DenseArgs;
 using gemm::kernels::SgemmArgs;
-using gemm::kernels::TimeLaunch;
 
 #define CHECK_CUDA(x)                                              \
   do {                                                             \
@@ -42,20 +40,29 @@ using gemm::kernels::TimeLaunch;
 double TimeMs(const std::string& name, int m, int n, int k, const float* a,
               const float* b, float* c, cudaStream_t stream, int reps) {
   const auto* kernel = KernelRegistry::Global().Find(name);
-  const SgemmArgs args = DenseArgs(m, n, k, a, b, c);
+  SgemmArgs args;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.a = a;
+  args.lda = k;
+  args.b = b;
+  args.ldb = n;
+  args.c = c;
+  args.ldc = n;
   cudaEvent_t start, stop;
   CHECK_CUDA(cudaEventCreate(&start));
   CHECK_CUDA(cudaEventCreate(&stop));
   if (!kernel->Launch(args, stream).ok()) std::exit(1);
   std::vector<float> ms;
   for (int r = 0; r < reps; ++r) {
-    absl::StatusOr<float> t = TimeLaunch(*kernel, args, stream, start, stop);
-    if (!t.ok()) {
-      std::fprintf(stderr, "%s: %s\n", name.c_str(),
-                   t.status().ToString().c_str());
-      std::exit(1);
-    }
-    ms.push_back(*t);
+    CHECK_CUDA(cudaEventRecord(start, stream));
+    if (!kernel->Launch(args, stream).ok()) std::exit(1);
+    CHECK_CUDA(cudaEventRecord(stop, stream));
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    float t;
+    CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(t);
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);

@@ -208,10 +208,13 @@ absl::Status BenchShape(const BenchOptions& options, const Shape& shape,
     std::vector<double> times;
     int repeats = options.repeats;
     for (int i = 0; i < repeats; ++i) {
-      absl::StatusOr<float> timed =
-          TimeLaunch(*kernel, args, stream, start, stop);
-      if (!timed.ok()) return timed.status();
-      const float ms = *timed;
+      BENCH_CHECK_CUDA(cudaEventRecord(start, stream));
+      if (absl::Status status = kernel->Launch(args, stream); !status.ok())
+        return status;
+      BENCH_CHECK_CUDA(cudaEventRecord(stop, stream));
+      BENCH_CHECK_CUDA(cudaEventSynchronize(stop));
+      float ms = 0.f;
+      BENCH_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
       times.push_back(ms);
       if (i == 0) {
         const int affordable =

@@ -9,37 +9,6 @@
 
 namespace gemm::kernels {
 
-SgemmArgs DenseArgs(int m, int n, int k, const float* a, const float* b,
-                    float* c) {
-  SgemmArgs args;
-  args.m = m;
-  args.n = n;
-  args.k = k;
-  args.a = a;
-  args.lda = k;
-  args.b = b;
-  args.ldb = n;
-  args.c = c;
-  args.ldc = n;
-  return args;
-}
-
-absl::StatusOr<float> TimeLaunch(const SgemmKernel& kernel,
-                                 const SgemmArgs& args, cudaStream_t stream,
-                                 cudaEvent_t start, cudaEvent_t stop) {
-  absl::Status s = CudaStatus(cudaEventRecord(start, stream), "cudaEventRecord");
-  if (s.ok()) s = kernel.Launch(args, stream);
-  if (s.ok()) s = CudaStatus(cudaEventRecord(stop, stream), "cudaEventRecord");
-  if (s.ok()) s = CudaStatus(cudaEventSynchronize(stop), "cudaEventSynchronize");
-  float ms = 0;
-  if (s.ok()) {
-    s = CudaStatus(cudaEventElapsedTime(&ms, start, stop),
-                   "cudaEventElapsedTime");
-  }
-  if (!s.ok()) return s;
-  return ms;
-}
-
 absl::Status CudaStatus(cudaError_t err, std::string_view what) {
   if (err == cudaSuccess) return absl::OkStatus();
   return absl::InternalError(

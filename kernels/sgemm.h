@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "kernels/sgemm_args.h"
 
 namespace gemm::kernels {
@@ -78,19 +77,6 @@ absl::Status ValidateSgemmArgs(const SgemmArgs& args);
 
 // Rejects nullptr and cudaStreamLegacy: the contract is an explicit stream.
 absl::Status ValidateStream(cudaStream_t stream);
-
-// C = A * B for dense row-major A (m x k), B (k x n) and C (m x n): no
-// transposes, alpha 1, beta 0, one batch member.
-SgemmArgs DenseArgs(int m, int n, int k, const float* a, const float* b,
-                    float* c);
-
-// Enqueues one launch of `kernel` on `stream` between `start` and `stop`,
-// waits for `stop`, and returns the time between them in milliseconds.
-// The one timing step of gemm-bench, dispatch-bench and the server's
-// calibration.
-absl::StatusOr<float> TimeLaunch(const SgemmKernel& kernel,
-                                 const SgemmArgs& args, cudaStream_t stream,
-                                 cudaEvent_t start, cudaEvent_t stop);
 
 }  // namespace gemm::kernels
 

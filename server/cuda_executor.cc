@@ -18,11 +18,9 @@ namespace gemm::server {
 namespace {
 
 using kernels::CudaStatus;
-using kernels::DenseArgs;
 using kernels::KernelRegistry;
 using kernels::SgemmArgs;
 using kernels::SgemmKernel;
-using kernels::TimeLaunch;
 
 // The kernels "auto" chooses between.
 const std::vector<std::string>& AutoCandidates() {
@@ -255,11 +253,25 @@ absl::StatusOr<double> TimeKernel(const SgemmKernel& kernel, uint32_t m,
                                   uint32_t n, uint32_t k, const float* a,
                                   const float* b, float* c, cudaStream_t stream,
                                   cudaEvent_t start, cudaEvent_t stop) {
-  const SgemmArgs args = DenseArgs(m, n, k, a, b, c);
+  SgemmArgs args;
+  args.m = m;
+  args.n = n;
+  args.k = k;
+  args.a = a;
+  args.lda = k;
+  args.b = b;
+  args.ldb = n;
+  args.c = c;
+  args.ldc = n;
   RETURN_IF_ERROR(kernel.Launch(args, stream));
   std::vector<float> ms;
   for (int rep = 0; rep < 3; ++rep) {
-    ASSIGN_OR_RETURN(float t, TimeLaunch(kernel, args, stream, start, stop));
+    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(start, stream), "event"));
+    RETURN_IF_ERROR(kernel.Launch(args, stream));
+    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(stop, stream), "event"));
+    RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(stop), "calibration"));
+    float t = 0;
+    RETURN_IF_ERROR(CudaStatus(cudaEventElapsedTime(&t, start, stop), "event"));
     ms.push_back(t);
   }
   std::sort(ms.begin(), ms.end());
