@@ -26,6 +26,7 @@
 namespace {
 
 using gemm::kernels::KernelRegistry;
+using gemm::kernels::MakeSgemmArgs;
 using gemm::kernels::SgemmArgs;
 
 #define CHECK_CUDA(x)                                              \
@@ -40,16 +41,10 @@ using gemm::kernels::SgemmArgs;
 double TimeMs(const std::string& name, int m, int n, int k, const float* a,
               const float* b, float* c, cudaStream_t stream, int reps) {
   const auto* kernel = KernelRegistry::Global().Find(name);
-  SgemmArgs args;
-  args.m = m;
-  args.n = n;
-  args.k = k;
-  args.a = a;
-  args.lda = k;
-  args.b = b;
-  args.ldb = n;
-  args.c = c;
-  args.ldc = n;
+  const SgemmArgs args = MakeSgemmArgs(
+      gemm::GemmProblem{static_cast<uint32_t>(m), static_cast<uint32_t>(n),
+                        static_cast<uint32_t>(k)},
+      a, b, c);
   cudaEvent_t start, stop;
   CHECK_CUDA(cudaEventCreate(&start));
   CHECK_CUDA(cudaEventCreate(&stop));
@@ -138,10 +133,9 @@ int main(int argc, char** argv) {
   std::printf("%-18s %10s %10s %8s %8s %9s\n", "shape", "v5 ms", "cublas ms",
               "auto", "best", "auto/best");
   for (auto& s : shapes) {
-    gemm::server::GemmShape shape;
-    shape.m = s[0];
-    shape.n = s[1];
-    shape.k = s[2];
+    const gemm::GemmProblem shape{static_cast<uint32_t>(s[0]),
+                                  static_cast<uint32_t>(s[1]),
+                                  static_cast<uint32_t>(s[2])};
     const double v5 = TimeMs("v5", s[0], s[1], s[2], a, b, c, stream, reps);
     const double cu = TimeMs("cublas", s[0], s[1], s[2], a, b, c, stream, reps);
     const std::string chosen = policy.Choose(shape);

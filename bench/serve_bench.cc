@@ -28,7 +28,7 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "client/gemm_client.h"
-#include "client/reference_gemm.h"
+#include "common/reference_gemm.h"
 
 namespace {
 
@@ -51,8 +51,8 @@ int RunBatching(GemmClient& client, uint32_t size, int streams, int depth,
                 double seconds, const std::string& kernel, std::string* json) {
   const uint64_t elements = uint64_t{size} * size;
   std::vector<float> a(elements), b(elements);
-  gemm::client::FillRandom(a.data(), a.size(), 1);
-  gemm::client::FillRandom(b.data(), b.size(), 2);
+  gemm::FillRandom(a.data(), a.size(), 1);
+  gemm::FillRandom(b.data(), b.size(), 2);
   absl::Mutex mu;
   std::vector<Sample> samples;
   std::atomic<int> errors{0};
@@ -67,9 +67,7 @@ int RunBatching(GemmClient& client, uint32_t size, int streams, int depth,
       while (Clock::now() < stop) {
         absl::BlockingCounter done(depth);
         for (int d = 0; d < depth; ++d) {
-          GemmArgs args{.m = size,
-                        .n = size,
-                        .k = size,
+          GemmArgs args{.problem = {size, size, size},
                         .kernel = kernel,
                         .a = a.data(),
                         .b = b.data()};
@@ -137,14 +135,12 @@ int RunSingle(GemmClient& client, uint32_t size, int reps,
               const std::string& kernel, std::string* json) {
   const uint64_t elements = uint64_t{size} * size;
   std::vector<float> a(elements), b(elements), c(elements);
-  gemm::client::FillRandom(a.data(), a.size(), 1);
-  gemm::client::FillRandom(b.data(), b.size(), 2);
+  gemm::FillRandom(a.data(), a.size(), 1);
+  gemm::FillRandom(b.data(), b.size(), 2);
   std::vector<std::string> runs;
   int failures = 0;
   for (int r = 0; r < reps; ++r) {
-    GemmArgs args{.m = size,
-                  .n = size,
-                  .k = size,
+    GemmArgs args{.problem = {size, size, size},
                   .kernel = kernel,
                   .a = a.data(),
                   .b = b.data()};

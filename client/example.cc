@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_split.h"
 #include "client/gemm_client.h"
-#include "client/reference_gemm.h"
+#include "common/reference_gemm.h"
 
 int main(int argc, char** argv) {
   using gemm::client::GemmArgs;
@@ -27,9 +27,9 @@ int main(int argc, char** argv) {
   // Operands are the caller's; C lands in the caller's buffer.
   const uint32_t m = 256, n = 192, k = 128;
   std::vector<float> a(m * k), b(k * n), c(m * n);
-  gemm::client::FillRandom(a.data(), a.size(), 1);
-  gemm::client::FillRandom(b.data(), b.size(), 2);
-  GemmArgs args{.m = m, .n = n, .k = k, .a = a.data(), .b = b.data()};
+  gemm::FillRandom(a.data(), a.size(), 1);
+  gemm::FillRandom(b.data(), b.size(), 2);
+  GemmArgs args{.problem = {.m = m, .n = n, .k = k}, .a = a.data(), .b = b.data()};
 
   // 1. Synchronous.
   auto timing = (*client)->Gemm(args, c.data());

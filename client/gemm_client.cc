@@ -27,11 +27,11 @@ constexpr char kGemmStreamMethod[] = "/gemm.v1.GemmService/GemmStream";
 uint64_t OperandBytes(const GemmArgs& args, v1::Operand operand) {
   switch (operand) {
     case v1::OPERAND_A:
-      return 4ull * args.m * args.k;
+      return 4ull * args.problem.m * args.problem.k;
     case v1::OPERAND_B:
-      return 4ull * args.k * args.n;
+      return 4ull * args.problem.k * args.problem.n;
     case v1::OPERAND_C:
-      return args.beta != 0.0f ? 4ull * args.m * args.n : 0;
+      return args.problem.beta != 0.0f ? 4ull * args.problem.m * args.problem.n : 0;
     default:
       return 0;
   }
@@ -49,13 +49,13 @@ const float* OperandData(const GemmArgs& args, v1::Operand operand) {
 }
 
 void FillParams(const GemmArgs& args, v1::GemmParams* params) {
-  params->set_m(args.m);
-  params->set_n(args.n);
-  params->set_k(args.k);
-  params->set_trans_a(args.trans_a);
-  params->set_trans_b(args.trans_b);
-  params->set_alpha(args.alpha);
-  params->set_beta(args.beta);
+  params->set_m(args.problem.m);
+  params->set_n(args.problem.n);
+  params->set_k(args.problem.k);
+  params->set_trans_a(args.problem.trans_a);
+  params->set_trans_b(args.problem.trans_b);
+  params->set_alpha(args.problem.alpha);
+  params->set_beta(args.problem.beta);
   params->set_kernel(args.kernel);
   params->set_timeout_ms(args.timeout_ms);
 }
@@ -168,8 +168,8 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 }
 
 absl::Status CheckArgs(const GemmArgs& args) {
-  if ((args.k > 0 && (args.a == nullptr || args.b == nullptr)) ||
-      (args.beta != 0.0f && args.c == nullptr)) {
+  if ((args.problem.k > 0 && (args.a == nullptr || args.b == nullptr)) ||
+      (args.problem.beta != 0.0f && args.c == nullptr)) {
     return absl::InvalidArgumentError(
         "GemmArgs: a and b must be set (and c when beta is not 0)");
   }
@@ -234,7 +234,7 @@ class JobStream::Reactor final
         job.args = args;
         job.c_out = c_out;
         job.done = std::move(done);
-        job.c_bytes = 4ull * args.m * args.n;
+        job.c_bytes = 4ull * args.problem.m * args.problem.n;
         to_send_.push_back(std::move(job));
       }
     }
@@ -829,7 +829,7 @@ void GemmClient::StartAttempt(const GemmArgs& args, float* c_out,
   v1::GemmParams params;
   FillParams(args, &params);
   call->request = wire::EncodeGemmRequest(params, OperandsOf(args));
-  const uint64_t c_bytes = 4ull * args.m * args.n;
+  const uint64_t c_bytes = 4ull * args.problem.m * args.problem.n;
   channel.raw->UnaryCall(
       &call->context, kGemmMethod, grpc::StubOptions(), &call->request,
       &call->response,
@@ -861,8 +861,8 @@ void GemmClient::StartAttempt(const GemmArgs& args, float* c_out,
 }
 
 bool GemmClient::WouldSplit(const GemmArgs& args) const {
-  return options_.split_rows > 1 && !args.trans_a &&
-         args.m >= static_cast<uint32_t>(options_.split_rows) &&
+  return options_.split_rows > 1 && !args.problem.trans_a &&
+         args.problem.m >= static_cast<uint32_t>(options_.split_rows) &&
          JobBytes(args) >= options_.split_min_bytes;
 }
 
@@ -880,7 +880,7 @@ void GemmClient::SplitAsync(const GemmArgs& args, float* c_out,
   const int parts = options_.split_rows;
   auto split = std::make_shared<Split>();
   split->done = std::move(done);
-  split->flops = 2ull * args.m * args.n * args.k;
+  split->flops = 2ull * args.problem.m * args.problem.n * args.problem.k;
   {
     absl::MutexLock lock(&split->mu);
     split->remaining = parts;
@@ -889,14 +889,14 @@ void GemmClient::SplitAsync(const GemmArgs& args, float* c_out,
   const uint64_t first_channel =
       next_channel_.fetch_add(parts, std::memory_order_relaxed);
   for (int i = 0; i < parts; ++i) {
-    const uint64_t row = uint64_t{args.m} * i / parts;
-    const uint64_t rows = uint64_t{args.m} * (i + 1) / parts - row;
+    const uint64_t row = uint64_t{args.problem.m} * i / parts;
+    const uint64_t rows = uint64_t{args.problem.m} * (i + 1) / parts - row;
     GemmArgs part = args;
-    part.m = static_cast<uint32_t>(rows);
-    part.a = args.a + row * args.k;  // rows of A (not transposed)
-    if (args.c != nullptr) part.c = args.c + row * args.n;
+    part.problem.m = static_cast<uint32_t>(rows);
+    part.a = args.a + row * args.problem.k;  // rows of A (not transposed)
+    if (args.c != nullptr) part.c = args.c + row * args.problem.n;
     StartAttempt(
-        part, c_out + row * args.n,
+        part, c_out + row * args.problem.n,
         [split](absl::StatusOr<v1::Timing> result) {
           GemmCallback done;
           absl::StatusOr<v1::Timing> merged;

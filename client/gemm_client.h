@@ -43,7 +43,8 @@
 // and never destroy it from inside one of its callbacks.
 //
 //   ASSIGN_OR_RETURN(auto client, GemmClient::Create({.target = "host:50051"}));
-//   GemmArgs args{.m = 512, .n = 512, .k = 512, .a = a.data(), .b = b.data()};
+//   GemmArgs args{.problem = {.m = 512, .n = 512, .k = 512},
+//                 .a = a.data(), .b = b.data()};
 //   std::vector<float> c(512 * 512);
 //   ASSIGN_OR_RETURN(gemm::v1::Timing timing, client->Gemm(args, c.data()));
 #ifndef GEMM_CLIENT_GEMM_CLIENT_H_
@@ -61,22 +62,17 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/gemm_problem.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/gemm.grpc.pb.h"
 
 namespace gemm::client {
 
-// One job: C = alpha * op(A) * op(B) + beta * C, row-major float32; see
-// proto/gemm.proto for the shapes. The pointers are the caller's.
+// One job: the problem (common/gemm_problem.h), how to run it, and the
+// caller's operands.
 struct GemmArgs {
-  uint32_t m = 0;
-  uint32_t n = 0;
-  uint32_t k = 0;
-  bool trans_a = false;
-  bool trans_b = false;
-  float alpha = 1.0f;
-  float beta = 0.0f;
+  GemmProblem problem;
   // "auto" or a name from Info's kernels.
   std::string kernel = "auto";
   // Server-side budget from the job's arrival; 0 = none.

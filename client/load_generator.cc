@@ -16,7 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "client/reference_gemm.h"
+#include "common/reference_gemm.h"
 
 namespace gemm::client {
 namespace {
@@ -31,7 +31,7 @@ double Millis(Clock::duration d) {
 }
 
 std::string ShapeName(const WeightedShape& s) {
-  return absl::StrCat(s.m, "x", s.n, "x", s.k);
+  return s.problem.ToString();
 }
 
 // Nearest-rank percentile of sorted values.
@@ -140,15 +140,16 @@ void LoadRun::Prepare() {
   for (const WeightedShape& shape : options_.shapes) {
     ShapeData data;
     data.shape = shape;
-    data.a.resize(uint64_t{shape.m} * shape.k);
-    data.b.resize(uint64_t{shape.k} * shape.n);
+    const GemmProblem& problem = shape.problem;
+    data.a.resize(problem.a_elements());
+    data.b.resize(problem.b_elements());
     FillRandom(data.a.data(), data.a.size(), seed++);
     FillRandom(data.b.data(), data.b.size(), seed++);
     if (options_.verify_every > 0) {
-      data.want = ReferenceGemm({shape.m, shape.n, shape.k, false, false, 1, 0},
-                                data.a.data(), data.b.data(), nullptr);
+      data.want =
+          ReferenceGemm(problem, data.a.data(), data.b.data(), nullptr);
     }
-    out_floats_ = std::max<size_t>(out_floats_, uint64_t{shape.m} * shape.n);
+    out_floats_ = std::max<size_t>(out_floats_, problem.c_elements());
     shape_weights_.push_back(shape.weight);
     shapes_.push_back(std::move(data));
   }
@@ -276,9 +277,7 @@ void LoadRun::Dispatch(Dispatcher* d, Clock::time_point scheduled,
   }
   const ShapeData& data = shapes_[shape];
   GemmArgs args;
-  args.m = data.shape.m;
-  args.n = data.shape.n;
-  args.k = data.shape.k;
+  args.problem = data.shape.problem;
   args.kernel = options_.kernel;
   args.timeout_ms = options_.job_timeout_ms;
   args.a = data.a.data();
@@ -461,15 +460,15 @@ LoadReport LoadRun::Summarize(Clock::time_point measure_start) const {
       ++report.ok_by_target[targets_[r.target]];
       ++report.ok_by_device[r.timing.device()];
       const double ms = Millis(r.end - r.start);
-      const double job_flop = 2.0 * shape.m * shape.n * shape.k;
+      const GemmProblem& problem = shape.problem;
+      const double job_flop = problem.flops();
       latency.push_back(ms);
       bucket.latency.push_back(ms);
       ++bucket.ok;
       bucket.flop += job_flop;
       flop += job_flop;
-      bytes_in +=
-          4.0 * (uint64_t{shape.m} * shape.k + uint64_t{shape.k} * shape.n);
-      bytes_out += 4.0 * uint64_t{shape.m} * shape.n;
+      bytes_in += 4.0 * (problem.a_elements() + problem.b_elements());
+      bytes_out += 4.0 * problem.c_elements();
       queue.push_back(r.timing.queue_ms());
       h2d.push_back(r.timing.h2d_ms());
       compute.push_back(r.timing.compute_ms());
@@ -576,9 +575,10 @@ absl::StatusOr<std::vector<WeightedShape>> ParseShapeMix(
     std::vector<absl::string_view> dims = absl::StrSplit(shape_weight[0], 'x');
     WeightedShape shape;
     if (shape_weight.size() > 2 || dims.size() != 3 ||
-        !absl::SimpleAtoi(dims[0], &shape.m) ||
-        !absl::SimpleAtoi(dims[1], &shape.n) ||
-        !absl::SimpleAtoi(dims[2], &shape.k) || shape.m == 0 || shape.n == 0 ||
+        !absl::SimpleAtoi(dims[0], &shape.problem.m) ||
+        !absl::SimpleAtoi(dims[1], &shape.problem.n) ||
+        !absl::SimpleAtoi(dims[2], &shape.problem.k) || shape.problem.m == 0 ||
+        shape.problem.n == 0 ||
         (shape_weight.size() == 2 &&
          (!absl::SimpleAtod(shape_weight[1], &shape.weight) ||
           !(shape.weight > 0)))) {

@@ -43,7 +43,7 @@ namespace gemm::client {
 
 // One shape of a mix and its share of the jobs.
 struct WeightedShape {
-  uint32_t m = 0, n = 0, k = 0;
+  GemmProblem problem;
   double weight = 1.0;
 };
 

@@ -9,10 +9,10 @@ TEST(ParseShapeMixTest, ReadsShapesAndWeights) {
   auto shapes = ParseShapeMix("128x128x128:0.7,1024x512x1:0.3,8x8x0");
   ASSERT_TRUE(shapes.ok()) << shapes.status();
   ASSERT_EQ(shapes->size(), 3u);
-  EXPECT_EQ((*shapes)[0].m, 128u);
+  EXPECT_EQ((*shapes)[0].problem.m, 128u);
   EXPECT_DOUBLE_EQ((*shapes)[0].weight, 0.7);
-  EXPECT_EQ((*shapes)[1].n, 512u);
-  EXPECT_EQ((*shapes)[1].k, 1u);
+  EXPECT_EQ((*shapes)[1].problem.n, 512u);
+  EXPECT_EQ((*shapes)[1].problem.k, 1u);
   EXPECT_DOUBLE_EQ((*shapes)[2].weight, 1.0);
 }
 

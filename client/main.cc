@@ -23,9 +23,9 @@
 #include "client/gemm_client.h"
 #include "client/load_generator.h"
 #include "client/npy.h"
-#include "client/reference_gemm.h"
-#include "server/version.h"
-#include "server/process_tuning.h"
+#include "common/reference_gemm.h"
+#include "common/version.h"
+#include "common/process_tuning.h"
 
 namespace gemm::client {
 namespace {
@@ -196,13 +196,8 @@ int RunGemm(const CommonFlags& flags, RunFlags r) {
   auto client = Connect(flags);
   if (!client.ok()) return Fail(client.status());
   GemmArgs args;
-  args.m = r.m;
-  args.n = r.n;
-  args.k = r.k;
-  args.trans_a = r.trans_a;
-  args.trans_b = r.trans_b;
-  args.alpha = r.alpha;
-  args.beta = r.beta;
+  args.problem = GemmProblem{r.m, r.n, r.k, r.trans_a, r.trans_b, r.alpha,
+                             r.beta};
   args.kernel = r.kernel;
   args.timeout_ms = r.job_timeout_ms;
   args.a = a.data();
@@ -211,8 +206,7 @@ int RunGemm(const CommonFlags& flags, RunFlags r) {
 
   std::vector<double> want;
   if (r.verify) {
-    GemmSpec spec{r.m, r.n, r.k, r.trans_a, r.trans_b, r.alpha, r.beta};
-    want = ReferenceGemm(spec, a.data(), b.data(), args.c);
+    want = ReferenceGemm(args.problem, a.data(), b.data(), args.c);
   }
   const double mb_moved =
       (4.0 * (a.size() + b.size() + c.size()) + 4.0 * r.m * r.n) / 1e6;
@@ -398,9 +392,7 @@ int RunKernels(const CommonFlags& flags, const KernelsFlags& f) {
     Row row;
     row.kernel = kernel;
     GemmArgs args;
-    args.m = f.m;
-    args.n = f.n;
-    args.k = f.k;
+    args.problem = GemmProblem{f.m, f.n, f.k};
     args.kernel = kernel;
     args.a = a.data();
     args.b = b.data();

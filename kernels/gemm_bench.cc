@@ -45,20 +45,16 @@ struct BenchOptions {
   int repeats = 20;  // timed launches per kernel and shape (before the cap)
   int warmup = 3;    // untimed launches first
   double max_seconds = 3.0;  // cap on one kernel's timed launches per shape
-  int v0_max_dim = 4096;     // v0 runs only where m, n and k are all <= this
+  uint32_t v0_max_dim = 4096;   // v0 runs only where m, n and k are all <= this
   float alpha = 1.f, beta = 0.f;
   bool check = true;  // compare with the float64 reference before timing
   std::string json;   // output path; empty: no JSON
   int device = 0;
 };
 
-struct Shape {
-  int m, n, k;
-};
-
-absl::StatusOr<Shape> ParseShape(const std::string& text) {
+absl::StatusOr<GemmProblem> ParseShape(const std::string& text) {
   std::vector<std::string> parts = absl::StrSplit(text, 'x');
-  int v[3];
+  uint32_t v[3];
   if (parts.size() == 1) parts = {parts[0], parts[0], parts[0]};
   if (parts.size() != 3)
     return absl::InvalidArgumentError("shape must be N or MxNxK: " + text);
@@ -67,7 +63,7 @@ absl::StatusOr<Shape> ParseShape(const std::string& text) {
       return absl::InvalidArgumentError("bad shape: " + text);
     }
   }
-  return Shape{v[0], v[1], v[2]};
+  return GemmProblem{v[0], v[1], v[2]};
 }
 
 // Allowed relative Frobenius error: float32 accumulation error grows about
@@ -75,7 +71,7 @@ absl::StatusOr<Shape> ParseShape(const std::string& text) {
 double Tolerance(int k) { return 1e-5 * std::max(1.0, std::sqrt(k / 1024.0)); }
 
 struct Result {
-  Shape shape;
+  GemmProblem shape;
   std::string kernel;
   std::string description;
   std::string status;  // "ok", "skipped", "incorrect", "error"
@@ -116,7 +112,7 @@ double Median(std::vector<double> v) {
 }
 
 // Checks and times every kernel on one shape; appends one Result per kernel.
-absl::Status BenchShape(const BenchOptions& options, const Shape& shape,
+absl::Status BenchShape(const BenchOptions& options, GemmProblem shape,
                         const std::vector<const SgemmKernel*>& kernels,
                         cudaStream_t stream, std::vector<Result>* results) {
   const size_t a_size = static_cast<size_t>(shape.m) * shape.k;
@@ -133,18 +129,9 @@ absl::Status BenchShape(const BenchOptions& options, const Shape& shape,
   BENCH_CHECK_CUDA(LaunchFillRandom(b.get(), b_size, 2, stream));
   BENCH_CHECK_CUDA(LaunchFillRandom(c_initial.get(), c_size, 3, stream));
 
-  SgemmArgs args;
-  args.m = shape.m;
-  args.n = shape.n;
-  args.k = shape.k;
-  args.alpha = options.alpha;
-  args.beta = options.beta;
-  args.a = a.get();
-  args.lda = shape.k;
-  args.b = b.get();
-  args.ldb = shape.n;
-  args.c = c.get();
-  args.ldc = shape.n;
+  shape.alpha = options.alpha;
+  shape.beta = options.beta;
+  const SgemmArgs args = MakeSgemmArgs(shape, a.get(), b.get(), c.get());
   if (options.check) {
     BENCH_CHECK_CUDA(ref.Allocate(c_size));
     SgemmArgs ref_args = args;
@@ -269,7 +256,7 @@ std::string JsonNumber(double v) {
   return std::isfinite(v) ? absl::StrFormat("%.6g", v) : "null";
 }
 
-std::string ShapeName(const Shape& s) {
+std::string ShapeName(const GemmProblem& s) {
   return absl::StrCat(s.m, "x", s.n, "x", s.k);
 }
 
@@ -298,9 +285,9 @@ int Run(int argc, char** argv) {
   app.add_option("--device", options.device, "CUDA device");
   CLI11_PARSE(app, argc, argv);
 
-  std::vector<Shape> shapes;
+  std::vector<GemmProblem> shapes;
   for (const std::string& text : options.shapes) {
-    absl::StatusOr<Shape> shape = ParseShape(text);
+    absl::StatusOr<GemmProblem> shape = ParseShape(text);
     if (!shape.ok()) {
       std::cerr << shape.status() << "\n";
       return 2;
@@ -349,7 +336,7 @@ int Run(int argc, char** argv) {
                           : cublas_version.status().ToString().c_str());
 
   std::vector<Result> results;
-  for (const Shape& shape : shapes) {
+  for (const GemmProblem& shape : shapes) {
     const size_t first = results.size();
     if (absl::Status s = BenchShape(options, shape, kernels, stream, &results);
         !s.ok()) {

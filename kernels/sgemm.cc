@@ -15,6 +15,25 @@ absl::Status CudaStatus(cudaError_t err, std::string_view what) {
       absl::StrCat(std::string(what), ": ", cudaGetErrorString(err)));
 }
 
+SgemmArgs MakeSgemmArgs(const GemmProblem& problem, const float* a,
+                        const float* b, float* c) {
+  SgemmArgs args;
+  args.m = static_cast<int>(problem.m);
+  args.n = static_cast<int>(problem.n);
+  args.k = static_cast<int>(problem.k);
+  args.trans_a = problem.trans_a;
+  args.trans_b = problem.trans_b;
+  args.alpha = problem.alpha;
+  args.beta = problem.beta;
+  args.a = a;
+  args.lda = problem.lda();
+  args.b = b;
+  args.ldb = problem.ldb();
+  args.c = c;
+  args.ldc = problem.ldc();
+  return args;
+}
+
 absl::Status ValidateSgemmArgs(const SgemmArgs& args) {
   if (args.m < 0 || args.n < 0 || args.k < 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -12,7 +12,7 @@
 // current device.
 //
 //   const SgemmKernel* kernel = KernelRegistry::Global().Find("v5");
-//   SgemmArgs args;  // m, n, k, pointers and leading dimensions filled in
+//   SgemmArgs args = MakeSgemmArgs(problem, a, b, c);  // device pointers
 //   absl::Status status = kernel->Launch(args, stream);
 #ifndef GEMM_KERNELS_SGEMM_H_
 #define GEMM_KERNELS_SGEMM_H_
@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/gemm_problem.h"
 #include "kernels/sgemm_args.h"
 
 namespace gemm::kernels {
@@ -65,6 +66,12 @@ class KernelRegistry {
  private:
   std::vector<std::unique_ptr<SgemmKernel>> kernels_;
 };
+
+// The launch arguments of one `problem` on packed device operands: the one
+// place where a GemmProblem becomes SgemmArgs. A batch sets batch_count and
+// the strides afterwards.
+SgemmArgs MakeSgemmArgs(const GemmProblem& problem, const float* a,
+                        const float* b, float* c);
 
 // OK, or INTERNAL "what: <cudaGetErrorString(err)>".
 absl::Status CudaStatus(cudaError_t err, std::string_view what);

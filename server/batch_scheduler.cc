@@ -145,7 +145,7 @@ Batch BatchScheduler::NextBatch() {
     const GemmJob& oldest = *queue_.front();
     size_t companions = 0;
     for (const auto& job : queue_) {
-      if (job->problem().SameBatchAs(oldest.problem())) ++companions;
+      if (job->spec().SameBatchAs(oldest.spec())) ++companions;
     }
     const absl::Time run_at = oldest.ready_time() + options_.max_queue_delay;
     const absl::Time now = clock_->Now();
@@ -153,10 +153,10 @@ Batch BatchScheduler::NextBatch() {
       Batch batch;
       batch.push_back(std::move(queue_.front()));
       queue_.pop_front();
-      const GemmProblem& key = batch.front()->problem();
+      const JobSpec& key = batch.front()->spec();
       for (auto it = queue_.begin();
            it != queue_.end() && batch.size() < options_.max_batch_size;) {
-        if ((*it)->problem().SameBatchAs(key)) {
+        if ((*it)->spec().SameBatchAs(key)) {
           batch.push_back(std::move(*it));
           it = queue_.erase(it);
         } else {
@@ -231,8 +231,8 @@ void BatchScheduler::WorkerLoop() {
     absl::Status status = executor_->Execute(batch);
     if (!status.ok()) {
       spdlog::error("batch of {} job(s) {} on kernel {} failed: {}",
-                    batch.size(), batch.front()->shape().ToString(),
-                    batch.front()->problem().kernel, status.ToString());
+                    batch.size(), batch.front()->problem().ToString(),
+                    batch.front()->kernel(), status.ToString());
     }
     const absl::Time end = clock_->Now();
     for (const auto& job : batch) {

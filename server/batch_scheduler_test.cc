@@ -18,7 +18,7 @@ class RecordingExecutor final : public Executor {
   std::vector<DeviceDescription> devices() const override { return {}; }
   std::vector<std::string> kernels() const override { return {"k"}; }
   absl::StatusOr<std::string> ResolveKernel(
-      const GemmShape&, absl::string_view) const override {
+      const GemmProblem&, absl::string_view) const override {
     return std::string("k");
   }
   absl::Status Execute(const Batch& batch) override {
@@ -28,7 +28,7 @@ class RecordingExecutor final : public Executor {
     }
     absl::MutexLock lock(&mu_);
     sizes_.push_back(batch.size());
-    for (const auto& job : batch) ms_.push_back(job->shape().m);
+    for (const auto& job : batch) ms_.push_back(job->problem().m);
     return absl::OkStatus();
   }
   void WaitUntilBusy() { started_.WaitForNotification(); }
@@ -70,7 +70,7 @@ struct Outcome {
 std::shared_ptr<GemmJob> Job(uint32_t m, Outcome* outcome, const Clock* clock,
                              absl::Duration timeout = absl::ZeroDuration()) {
   auto job = std::make_shared<GemmJob>(
-      GemmProblem{.shape = {m, 4, 4}, .kernel = "k", .timeout = timeout},
+      JobSpec{.problem = {m, 4, 4}, .kernel = "k", .timeout = timeout},
       InflightBudget::Reservation());
   job->set_done_callback([outcome](GemmJob&, absl::Status s) {
     (s.ok() ? outcome->ok : outcome->failed)++;

@@ -32,8 +32,8 @@ std::vector<std::string> CpuExecutor::kernels() const {
 }
 
 absl::StatusOr<std::string> CpuExecutor::ResolveKernel(
-    const GemmShape& shape, absl::string_view requested) const {
-  (void)shape;
+    const GemmProblem& problem, absl::string_view requested) const {
+  (void)problem;
   if (requested.empty() || requested == "auto" || requested == kKernelName) {
     return std::string(kKernelName);
   }
@@ -50,17 +50,17 @@ absl::Status CpuExecutor::Execute(const Batch& batch) {
   absl::MutexLock lock(&mu_);
   for (const std::shared_ptr<GemmJob>& job : batch) {
     if (!options_.fail_kernel.empty() &&
-        job->problem().kernel == options_.fail_kernel) {
+        job->kernel() == options_.fail_kernel) {
       return absl::InternalError(absl::StrCat(
           "device failure (injected for testing by --testing-fail-kernel=",
           options_.fail_kernel, ")"));
     }
-    const GemmShape& s = job->shape();
+    const GemmProblem& s = job->problem();
     const absl::Time start = absl::Now();
     cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
                 s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n, s.k,
-                job->problem().alpha, job->a(), s.lda(), job->b(), s.ldb(),
-                job->problem().beta, job->c(), s.ldc());
+                s.alpha, job->a(), s.lda(), job->b(), s.ldb(),
+                s.beta, job->c(), s.ldc());
     JobTiming& t = job->timing();
     t.compute = absl::Now() - start;
     t.batch_size = static_cast<uint32_t>(batch.size());

@@ -39,7 +39,7 @@ class CpuExecutor final : public Executor {
   std::vector<DeviceDescription> devices() const override;
   std::vector<std::string> kernels() const override;
   absl::StatusOr<std::string> ResolveKernel(
-      const GemmShape& shape, absl::string_view requested) const override;
+      const GemmProblem& problem, absl::string_view requested) const override;
   absl::Status Execute(const Batch& batch) override;
 
   // The name of the one real kernel of this backend.

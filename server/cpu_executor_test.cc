@@ -3,21 +3,22 @@
 #include <cmath>
 #include <limits>
 
-#include "client/reference_gemm.h"
+#include "common/reference_gemm.h"
 #include "gtest/gtest.h"
 
 namespace gemm::server {
 namespace {
 
-std::shared_ptr<GemmJob> MakeJob(const GemmShape& shape, float alpha,
-                                 float beta, uint64_t seed) {
-  GemmProblem problem{.shape = shape, .alpha = alpha, .beta = beta,
-                      .kernel = "cpu"};
-  auto job = std::make_shared<GemmJob>(problem, InflightBudget::Reservation());
-  client::FillRandom(job->a(), shape.a_elements(), seed);
-  client::FillRandom(job->b(), shape.b_elements(), seed + 1);
+std::shared_ptr<GemmJob> MakeJob(GemmProblem shape, float alpha, float beta,
+                                 uint64_t seed) {
+  shape.alpha = alpha;
+  shape.beta = beta;
+  auto job = std::make_shared<GemmJob>(JobSpec{shape, "cpu"},
+                                       InflightBudget::Reservation());
+  FillRandom(job->a(), shape.a_elements(), seed);
+  FillRandom(job->b(), shape.b_elements(), seed + 1);
   if (beta != 0.0f) {
-    client::FillRandom(job->c(), shape.c_elements(), seed + 2);
+    FillRandom(job->c(), shape.c_elements(), seed + 2);
   } else {
     // Poison: beta == 0 must not read C.
     std::fill(job->c(), job->c() + shape.c_elements(),
@@ -26,21 +27,19 @@ std::shared_ptr<GemmJob> MakeJob(const GemmShape& shape, float alpha,
   return job;
 }
 
-class CpuExecutorShapes : public ::testing::TestWithParam<GemmShape> {};
+class CpuExecutorShapes : public ::testing::TestWithParam<GemmProblem> {};
 
 TEST_P(CpuExecutorShapes, MatchesFloat64Reference) {
   auto executor = CpuExecutor::Create({.threads = 0});
   ASSERT_TRUE(executor.ok());
-  const GemmShape shape = GetParam();
+  const GemmProblem shape = GetParam();
   for (float beta : {0.0f, -0.75f}) {
     auto job = MakeJob(shape, 1.25f, beta, shape.m * 31 + shape.k);
     std::vector<float> c_in(job->c(), job->c() + shape.c_elements());
-    client::GemmSpec spec{shape.m, shape.n, shape.k, shape.trans_a,
-                          shape.trans_b, 1.25f, beta};
     const std::vector<double> want =
-        client::ReferenceGemm(spec, job->a(), job->b(), c_in.data());
+        ReferenceGemm(job->problem(), job->a(), job->b(), c_in.data());
     ASSERT_TRUE((*executor)->Execute({job}).ok());
-    EXPECT_LE(client::RelativeFrobeniusError(job->c(), want), 1e-5)
+    EXPECT_LE(RelativeFrobeniusError(job->c(), want), 1e-5)
         << shape.ToString() << " beta " << beta;
     EXPECT_EQ(job->timing().device, "cpu");
   }
@@ -48,11 +47,11 @@ TEST_P(CpuExecutorShapes, MatchesFloat64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(
     OddShapes, CpuExecutorShapes,
-    ::testing::Values(GemmShape{1, 1, 1}, GemmShape{17, 3, 29},
-                      GemmShape{64, 65, 63, true, false},
-                      GemmShape{31, 47, 13, false, true},
-                      GemmShape{33, 9, 70, true, true},
-                      GemmShape{5, 7, 0}));
+    ::testing::Values(GemmProblem{1, 1, 1}, GemmProblem{17, 3, 29},
+                      GemmProblem{64, 65, 63, true, false},
+                      GemmProblem{31, 47, 13, false, true},
+                      GemmProblem{33, 9, 70, true, true},
+                      GemmProblem{5, 7, 0}));
 
 TEST(CpuExecutorTest, ResolvesAutoAndRejectsUnknownKernels) {
   auto executor = CpuExecutor::Create({});
@@ -68,7 +67,7 @@ TEST(CpuExecutorTest, ResolvesAutoAndRejectsUnknownKernels) {
 TEST(CpuExecutorTest, InjectedFailureIsInternal) {
   auto executor = CpuExecutor::Create({.fail_kernel = "broken"});
   ASSERT_TRUE(executor.ok());
-  GemmProblem problem{.shape = {2, 2, 2}, .kernel = "broken"};
+  JobSpec problem{.problem = {2, 2, 2}, .kernel = "broken"};
   auto job = std::make_shared<GemmJob>(problem, InflightBudget::Reservation());
   EXPECT_EQ((*executor)->Execute({job}).code(), absl::StatusCode::kInternal);
 }

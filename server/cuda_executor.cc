@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "kernels/sgemm.h"
-#include "server/status_macros.h"
+#include "common/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace gemm::server {
@@ -19,6 +19,7 @@ namespace {
 
 using kernels::CudaStatus;
 using kernels::KernelRegistry;
+using kernels::MakeSgemmArgs;
 using kernels::SgemmArgs;
 using kernels::SgemmKernel;
 
@@ -216,7 +217,7 @@ int CudaExecutor::VisibleDeviceCount(std::string* why) {
   return count;
 }
 
-uint64_t CudaExecutor::DeviceBytes(const GemmShape& shape) {
+uint64_t CudaExecutor::DeviceBytes(const GemmProblem& shape) {
   return SizeClass(4 * (PaddedElements(shape.a_elements()) +
                         PaddedElements(shape.b_elements()) +
                         PaddedElements(shape.c_elements())));
@@ -253,16 +254,7 @@ absl::StatusOr<double> TimeKernel(const SgemmKernel& kernel, uint32_t m,
                                   uint32_t n, uint32_t k, const float* a,
                                   const float* b, float* c, cudaStream_t stream,
                                   cudaEvent_t start, cudaEvent_t stop) {
-  SgemmArgs args;
-  args.m = m;
-  args.n = n;
-  args.k = k;
-  args.a = a;
-  args.lda = k;
-  args.b = b;
-  args.ldb = n;
-  args.c = c;
-  args.ldc = n;
+  const SgemmArgs args = MakeSgemmArgs(GemmProblem{m, n, k}, a, b, c);
   RETURN_IF_ERROR(kernel.Launch(args, stream));
   std::vector<float> ms;
   for (int rep = 0; rep < 3; ++rep) {
@@ -372,12 +364,7 @@ absl::Status CudaExecutor::PrepareWorkerThread() {
     ASSIGN_OR_RETURN(void* block, device->Allocate(kBytes));
     float* a = static_cast<float*>(block);
     Device::Stream& s = device->streams.front();
-    SgemmArgs args;
-    args.m = args.n = args.k = 1;
-    args.a = a;
-    args.b = a + 1;
-    args.c = a + 2;
-    args.lda = args.ldb = args.ldc = 1;
+    const SgemmArgs args = MakeSgemmArgs(GemmProblem{1, 1, 1}, a, a + 1, a + 2);
     absl::Status status = CudaStatus(
         cudaMemsetAsync(block, 0, kBytes, s.stream), "cudaMemsetAsync");
     if (status.ok()) status = cublas->Launch(args, s.stream);
@@ -475,7 +462,7 @@ std::vector<std::string> CudaExecutor::kernels() const {
 }
 
 absl::StatusOr<std::string> CudaExecutor::ResolveKernel(
-    const GemmShape& shape, absl::string_view requested) const {
+    const GemmProblem& shape, absl::string_view requested) const {
   const uint64_t needed = DeviceBytes(shape);
   if (needed > smallest_budget_) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -513,14 +500,14 @@ absl::Status CudaExecutor::Execute(const Batch& batch) {
     }
   }
   if (live.empty()) return absl::OkStatus();
-  const GemmProblem& problem = live.front()->problem();
-  if (!options_.fail_kernel.empty() && problem.kernel == options_.fail_kernel) {
+  const JobSpec& spec = live.front()->spec();
+  if (!options_.fail_kernel.empty() && spec.kernel == options_.fail_kernel) {
     return absl::InternalError(absl::StrCat(
         "device failure (injected for testing by --testing-fail-kernel=",
         options_.fail_kernel, ")"));
   }
   // Split a batch too large for the memory budget into launches that fit.
-  const uint64_t per_job = DeviceBytes(problem.shape);
+  const uint64_t per_job = DeviceBytes(spec.problem);
   const size_t per_launch =
       std::max<uint64_t>(1, smallest_budget_ / 2 / per_job);
   for (size_t begin = 0; begin < live.size(); begin += per_launch) {
@@ -532,12 +519,12 @@ absl::Status CudaExecutor::Execute(const Batch& batch) {
 
 absl::Status CudaExecutor::ExecuteChunk(const Batch& batch, size_t begin,
                                         size_t end) {
-  const GemmProblem& problem = batch[begin]->problem();
-  const GemmShape& shape = problem.shape;
-  const SgemmKernel* kernel = KernelRegistry::Global().Find(problem.kernel);
+  const GemmProblem& shape = batch[begin]->problem();
+  const std::string& kernel_name = batch[begin]->kernel();
+  const SgemmKernel* kernel = KernelRegistry::Global().Find(kernel_name);
   if (kernel == nullptr) {
     return absl::InternalError(
-        absl::StrCat("kernel '", problem.kernel, "' is not registered"));
+        absl::StrCat("kernel '", kernel_name, "' is not registered"));
   }
   const int count = static_cast<int>(end - begin);
   const uint64_t sa = PaddedElements(shape.a_elements());
@@ -618,7 +605,7 @@ absl::Status CudaExecutor::ExecuteChunk(const Batch& batch, size_t begin,
         CudaStatus(cudaMemcpyAsync(db + i * sb, job.b(), 4 * shape.b_elements(),
                                    cudaMemcpyHostToDevice, st),
                    "H2D of B"));
-    if (problem.beta != 0.0f) {
+    if (shape.beta != 0.0f) {
       RETURN_IF_ERROR(CudaStatus(
           cudaMemcpyAsync(dc + i * sc, job.c(), 4 * shape.c_elements(),
                           cudaMemcpyHostToDevice, st),
@@ -626,20 +613,7 @@ absl::Status CudaExecutor::ExecuteChunk(const Batch& batch, size_t begin,
     }
   }
   RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ev[1], st), "cudaEventRecord"));
-  SgemmArgs args;
-  args.m = static_cast<int>(shape.m);
-  args.n = static_cast<int>(shape.n);
-  args.k = static_cast<int>(shape.k);
-  args.trans_a = shape.trans_a;
-  args.trans_b = shape.trans_b;
-  args.alpha = problem.alpha;
-  args.beta = problem.beta;
-  args.a = da;
-  args.lda = shape.lda();
-  args.b = db;
-  args.ldb = shape.ldb();
-  args.c = dc;
-  args.ldc = shape.ldc();
+  SgemmArgs args = MakeSgemmArgs(shape, da, db, dc);
   args.batch_count = count;
   args.stride_a = static_cast<int64_t>(sa);
   args.stride_b = static_cast<int64_t>(sb);

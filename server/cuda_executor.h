@@ -54,7 +54,7 @@ class CudaExecutor final : public Executor {
   std::vector<DeviceDescription> devices() const override;
   std::vector<std::string> kernels() const override;
   absl::StatusOr<std::string> ResolveKernel(
-      const GemmShape& shape, absl::string_view requested) const override;
+      const GemmProblem& problem, absl::string_view requested) const override;
   absl::Status Execute(const Batch& batch) override;
 
   // Pinned host storage for jobs; lives as long as the executor.
@@ -65,8 +65,8 @@ class CudaExecutor final : public Executor {
   // Batches that can usefully run at once: devices x streams per device.
   int concurrency() const;
   const DispatchPolicy& dispatch_policy() const { return policy_; }
-  // Device memory bytes a job of `shape` needs (its packed operands).
-  static uint64_t DeviceBytes(const GemmShape& shape);
+  // Device memory bytes a job of `problem` needs (its packed operands).
+  static uint64_t DeviceBytes(const GemmProblem& problem);
 
   class PinnedPool;
   struct Device;

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "client/reference_gemm.h"
+#include "common/reference_gemm.h"
 #include "gtest/gtest.h"
 
 namespace gemm::server {
@@ -14,15 +14,9 @@ namespace {
 
 constexpr double kTolerance = 1e-5;
 
-GemmShape Shape(uint32_t m, uint32_t n, uint32_t k, bool ta = false,
-                bool tb = false) {
-  GemmShape s;
-  s.m = m;
-  s.n = n;
-  s.k = k;
-  s.trans_a = ta;
-  s.trans_b = tb;
-  return s;
+GemmProblem Shape(uint32_t m, uint32_t n, uint32_t k, bool ta = false,
+                  bool tb = false) {
+  return GemmProblem{m, n, k, ta, tb};
 }
 
 // A job with random A and B; C random when beta != 0, else NaN (beta == 0
@@ -33,28 +27,23 @@ struct TestJob {
   std::vector<double> want;
 };
 
-TestJob MakeJob(HostAllocator* allocator, const GemmShape& shape,
+TestJob MakeJob(HostAllocator* allocator, GemmProblem shape,
                 const std::string& kernel, float alpha, float beta,
                 uint64_t seed) {
-  GemmProblem problem;
-  problem.shape = shape;
-  problem.alpha = alpha;
-  problem.beta = beta;
-  problem.kernel = kernel;
+  shape.alpha = alpha;
+  shape.beta = beta;
   TestJob t;
-  t.job = std::make_shared<GemmJob>(problem, InflightBudget::Reservation(),
-                                    allocator);
-  client::FillRandom(t.job->a(), shape.a_elements(), seed);
-  client::FillRandom(t.job->b(), shape.b_elements(), seed + 1);
+  t.job = std::make_shared<GemmJob>(JobSpec{shape, kernel},
+                                    InflightBudget::Reservation(), allocator);
+  FillRandom(t.job->a(), shape.a_elements(), seed);
+  FillRandom(t.job->b(), shape.b_elements(), seed + 1);
   if (beta != 0.0f) {
-    client::FillRandom(t.job->c(), shape.c_elements(), seed + 2);
+    FillRandom(t.job->c(), shape.c_elements(), seed + 2);
   } else {
     std::fill(t.job->c(), t.job->c() + shape.c_elements(),
               std::numeric_limits<float>::quiet_NaN());
   }
-  client::GemmSpec spec{shape.m,       shape.n, shape.k, shape.trans_a,
-                        shape.trans_b, alpha,   beta};
-  t.want = client::ReferenceGemm(spec, t.job->a(), t.job->b(),
+  t.want = ReferenceGemm(shape, t.job->a(), t.job->b(),
                                  beta != 0.0f ? t.job->c() : nullptr);
   return t;
 }
@@ -91,9 +80,9 @@ class CudaExecutorTest : public ::testing::Test {
     ASSERT_TRUE(executor_->Execute(batch).ok());
     for (TestJob& t : jobs) {
       const GemmJob& job = *t.job;
-      const double error = client::RelativeFrobeniusError(job.c(), t.want);
+      const double error = RelativeFrobeniusError(job.c(), t.want);
       EXPECT_LE(error, kTolerance)
-          << job.shape().ToString() << " kernel " << job.problem().kernel
+          << job.problem().ToString() << " kernel " << job.kernel()
           << " batch " << batch.size();
       EXPECT_FALSE(std::isnan(error));
       EXPECT_EQ(job.timing().device.rfind("cuda:", 0), 0u)
@@ -134,7 +123,7 @@ TEST_F(CudaExecutorTest, ResolvesKernels) {
 }
 
 TEST_F(CudaExecutorTest, EveryKernelOnOddShapesUnbatched) {
-  const std::vector<GemmShape> shapes = {Shape(1, 1, 1),
+  const std::vector<GemmProblem> shapes = {Shape(1, 1, 1),
                                          Shape(17, 33, 65),
                                          Shape(127, 129, 131, true, false),
                                          Shape(130, 67, 257, false, true),
@@ -142,7 +131,7 @@ TEST_F(CudaExecutorTest, EveryKernelOnOddShapesUnbatched) {
                                          Shape(1000, 999, 77)};
   uint64_t seed = 1;
   for (const std::string& kernel : executor_->kernels()) {
-    for (const GemmShape& shape : shapes) {
+    for (const GemmProblem& shape : shapes) {
       for (float beta : {0.0f, 0.5f}) {
         std::vector<TestJob> jobs;
         jobs.push_back(MakeJob(executor_->host_allocator(), shape, kernel, 1.5f,
@@ -157,7 +146,7 @@ TEST_F(CudaExecutorTest, EveryKernelOnOddShapesUnbatched) {
 TEST_F(CudaExecutorTest, EveryKernelBatched) {
   uint64_t seed = 1000;
   for (const std::string& kernel : executor_->kernels()) {
-    for (const GemmShape& shape : {Shape(65, 63, 31), Shape(128, 128, 128),
+    for (const GemmProblem& shape : {Shape(65, 63, 31), Shape(128, 128, 128),
                                    Shape(33, 17, 9, true, true)}) {
       for (float beta : {0.0f, -0.75f}) {
         std::vector<TestJob> jobs;
@@ -174,7 +163,7 @@ TEST_F(CudaExecutorTest, EveryKernelBatched) {
 }
 
 TEST_F(CudaExecutorTest, AutoOnALargeJobAndPageableStorage) {
-  const GemmShape shape = Shape(1023, 1025, 1000);
+  const GemmProblem shape = Shape(1023, 1025, 1000);
   auto chosen = executor_->ResolveKernel(shape, "auto");
   ASSERT_TRUE(chosen.ok());
   std::vector<TestJob> jobs;
@@ -196,7 +185,7 @@ TEST_F(CudaExecutorTest, CancelledJobsDoNotRun) {
   Batch batch = {jobs[0].job, jobs[1].job};
   ASSERT_TRUE(executor_->Execute(batch).ok());
   EXPECT_EQ(seen.code(), absl::StatusCode::kCancelled);
-  EXPECT_LE(client::RelativeFrobeniusError(jobs[1].job->c(), jobs[1].want),
+  EXPECT_LE(RelativeFrobeniusError(jobs[1].job->c(), jobs[1].want),
             kTolerance);
 }
 
@@ -226,7 +215,7 @@ TEST(CudaExecutorBudgetTest, JobsOverTheBudgetAreRefused) {
   }
   ASSERT_TRUE((*executor)->Execute(batch).ok());
   for (TestJob& t : jobs) {
-    EXPECT_LE(client::RelativeFrobeniusError(t.job->c(), t.want), kTolerance);
+    EXPECT_LE(RelativeFrobeniusError(t.job->c(), t.want), kTolerance);
   }
 }
 

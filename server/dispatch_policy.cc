@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "server/status_macros.h"
+#include "common/status_macros.h"
 
 namespace gemm::server {
 namespace {
@@ -146,7 +146,7 @@ void DispatchPolicy::Index() {
   }
 }
 
-std::string DispatchPolicy::Choose(const GemmShape& shape) const {
+std::string DispatchPolicy::Choose(const GemmProblem& shape) const {
   if (points_.empty()) return kernels_.empty() ? "" : kernels_.front();
   const double lm = Log2(shape.m), ln = Log2(shape.n), lk = Log2(shape.k);
   const Point* nearest = &points_.front();

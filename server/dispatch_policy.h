@@ -64,7 +64,7 @@ class DispatchPolicy {
   absl::Status Save(const std::string& path) const;
 
   // The kernel "auto" runs for `shape`.
-  std::string Choose(const GemmShape& shape) const;
+  std::string Choose(const GemmProblem& shape) const;
 
   const std::string& device_name() const { return device_name_; }
   const std::vector<std::string>& kernels() const { return kernels_; }

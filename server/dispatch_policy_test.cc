@@ -17,12 +17,8 @@ absl::StatusOr<double> FakeMeasure(const std::string& kernel, uint32_t m,
                            : base * (small ? 2.0 : 1.0);
 }
 
-GemmShape Shape(uint32_t m, uint32_t n, uint32_t k) {
-  GemmShape s;
-  s.m = m;
-  s.n = n;
-  s.k = k;
-  return s;
+GemmProblem Shape(uint32_t m, uint32_t n, uint32_t k) {
+  return GemmProblem{m, n, k};
 }
 
 TEST(DispatchPolicyTest, ChoosesTheFastestAtTheNearestGridPoint) {

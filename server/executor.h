@@ -5,7 +5,7 @@
 // Execute() is called by the BatchScheduler's workers.
 //
 //   std::unique_ptr<Executor> executor = ...;
-//   ASSIGN_OR_RETURN(std::string kernel, executor->ResolveKernel(shape, "auto"));
+//   ASSIGN_OR_RETURN(std::string kernel, executor->ResolveKernel(problem, "auto"));
 //   absl::Status s = executor->Execute(batch);  // fills C and timings
 #ifndef GEMM_SERVER_EXECUTOR_H_
 #define GEMM_SERVER_EXECUTOR_H_
@@ -28,7 +28,7 @@ struct DeviceDescription {
   std::string compute_capability;  // "9.0"; empty on the CPU
 };
 
-// Jobs that run together; all satisfy GemmProblem::SameBatchAs with the first.
+// Jobs that run together; all satisfy JobSpec::SameBatchAs with the first.
 using Batch = std::vector<std::shared_ptr<GemmJob>>;
 
 class Executor {
@@ -42,9 +42,9 @@ class Executor {
   virtual std::vector<std::string> kernels() const = 0;
 
   // Maps a requested kernel ("auto", "" or a name) to the kernel that will
-  // run `shape`; INVALID_ARGUMENT for an unknown name.
+  // run `problem`; INVALID_ARGUMENT for an unknown name.
   virtual absl::StatusOr<std::string> ResolveKernel(
-      const GemmShape& shape, absl::string_view requested) const = 0;
+      const GemmProblem& problem, absl::string_view requested) const = 0;
 
   // Runs every job of `batch`: computes C in place and fills the timings
   // (all but queued and server, which the scheduler owns). A non-OK status

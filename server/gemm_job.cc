@@ -6,16 +6,12 @@
 
 namespace gemm::server {
 
-std::string GemmShape::ToString() const {
-  return absl::StrFormat("%ux%ux%u%s%s", m, n, k, trans_a ? " A^T" : "",
-                         trans_b ? " B^T" : "");
-}
-
-bool GemmProblem::SameBatchAs(const GemmProblem& other) const {
+bool JobSpec::SameBatchAs(const JobSpec& other) const {
   // alpha and beta are compared bitwise: a batched launch takes one of each.
-  return shape == other.shape && kernel == other.kernel &&
-         std::memcmp(&alpha, &other.alpha, sizeof(float)) == 0 &&
-         std::memcmp(&beta, &other.beta, sizeof(float)) == 0;
+  return problem.SameShapeAs(other.problem) && kernel == other.kernel &&
+         std::memcmp(&problem.alpha, &other.problem.alpha, sizeof(float)) ==
+             0 &&
+         std::memcmp(&problem.beta, &other.problem.beta, sizeof(float)) == 0;
 }
 
 InflightBudget::Reservation& InflightBudget::Reservation::operator=(
@@ -68,13 +64,13 @@ HostBuffer::~HostBuffer() {
   }
 }
 
-GemmJob::GemmJob(GemmProblem problem, InflightBudget::Reservation reservation,
+GemmJob::GemmJob(JobSpec spec, InflightBudget::Reservation reservation,
                  HostAllocator* allocator)
-    : problem_(std::move(problem)),
+    : spec_(std::move(spec)),
       reservation_(std::move(reservation)),
-      a_(allocator, problem_.shape.a_elements()),
-      b_(allocator, problem_.shape.b_elements()),
-      c_(allocator, problem_.shape.c_elements()) {}
+      a_(allocator, spec_.problem.a_elements()),
+      b_(allocator, spec_.problem.b_elements()),
+      c_(allocator, spec_.problem.c_elements()) {}
 
 bool GemmJob::IsCancelled() const {
   return cancelled_.load() || (cancel_check_ && cancel_check_());
@@ -83,8 +79,8 @@ bool GemmJob::IsCancelled() const {
 void GemmJob::MarkReady(absl::Time now) {
   ready_time_ = now;
   deadline_ = call_deadline_;
-  if (problem_.timeout > absl::ZeroDuration()) {
-    deadline_ = std::min(deadline_, now + problem_.timeout);
+  if (spec_.timeout > absl::ZeroDuration()) {
+    deadline_ = std::min(deadline_, now + spec_.timeout);
   }
 }
 

@@ -6,7 +6,7 @@
 // Executor; Finish() runs the callback exactly once, from whichever thread
 // ends the job.
 //
-//   auto job = std::make_shared<GemmJob>(problem, std::move(reservation));
+//   auto job = std::make_shared<GemmJob>(spec, std::move(reservation));
 //   job->set_done_callback([](GemmJob& j, absl::Status s) { ... j.c() ... });
 //   scheduler->Submit(job);
 #ifndef GEMM_SERVER_GEMM_JOB_H_
@@ -22,50 +22,21 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/gemm_problem.h"
 
 namespace gemm::server {
 
-// Sizes of one GEMM: op(A) is m x k, op(B) is k x n, C is m x n; all stored
-// row-major. A is stored k x m when trans_a is set, B n x k when trans_b is.
-struct GemmShape {
-  uint32_t m = 0;
-  uint32_t n = 0;
-  uint32_t k = 0;
-  bool trans_a = false;
-  bool trans_b = false;
-
-  uint64_t a_elements() const { return uint64_t{m} * k; }
-  uint64_t b_elements() const { return uint64_t{k} * n; }
-  uint64_t c_elements() const { return uint64_t{m} * n; }
-  // Bytes of A, B and C together.
-  uint64_t total_bytes() const {
-    return 4 * (a_elements() + b_elements() + c_elements());
-  }
-  // Leading dimensions (row strides) of the stored matrices, at least 1.
-  uint32_t lda() const { return std::max<uint32_t>(1, trans_a ? m : k); }
-  uint32_t ldb() const { return std::max<uint32_t>(1, trans_b ? k : n); }
-  uint32_t ldc() const { return n; }
-  double flops() const { return 2.0 * m * n * k; }
-  std::string ToString() const;
-
-  friend bool operator==(const GemmShape& x, const GemmShape& y) {
-    return x.m == y.m && x.n == y.n && x.k == y.k && x.trans_a == y.trans_a &&
-           x.trans_b == y.trans_b;
-  }
-};
-
-// A validated problem: shape, scalars and the kernel that will run it.
-struct GemmProblem {
-  GemmShape shape;
-  float alpha = 1.0f;
-  float beta = 0.0f;
+// An accepted job's request: the problem, the kernel that will run it and
+// its time budget.
+struct JobSpec {
+  GemmProblem problem;
   // The resolved kernel name (never "auto" once the job is accepted).
   std::string kernel;
   // Budget from the moment the job is complete; zero means none.
   absl::Duration timeout = absl::ZeroDuration();
 
   // Jobs with equal batch keys can run as one batched launch.
-  bool SameBatchAs(const GemmProblem& other) const;
+  bool SameBatchAs(const JobSpec& other) const;
 };
 
 // Where a job's time went; see proto/gemm.proto's Timing.
@@ -148,13 +119,14 @@ class GemmJob {
 
   // Allocates (uninitialized) host storage for A, B and C, from `allocator`
   // when given (it must outlive the job), else from the heap.
-  GemmJob(GemmProblem problem, InflightBudget::Reservation reservation,
+  GemmJob(JobSpec spec, InflightBudget::Reservation reservation,
           HostAllocator* allocator = nullptr);
   GemmJob(const GemmJob&) = delete;
   GemmJob& operator=(const GemmJob&) = delete;
 
-  const GemmProblem& problem() const { return problem_; }
-  const GemmShape& shape() const { return problem_.shape; }
+  const JobSpec& spec() const { return spec_; }
+  const GemmProblem& problem() const { return spec_.problem; }
+  const std::string& kernel() const { return spec_.kernel; }
 
   float* a() { return a_.data(); }
   float* b() { return b_.data(); }
@@ -197,7 +169,7 @@ class GemmJob {
   }
 
  private:
-  const GemmProblem problem_;
+  const JobSpec spec_;
   InflightBudget::Reservation reservation_;
   HostBuffer a_;
   HostBuffer b_;

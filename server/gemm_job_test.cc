@@ -5,31 +5,15 @@
 namespace gemm::server {
 namespace {
 
-TEST(GemmShapeTest, SizesAndLeadingDimensions) {
-  GemmShape s{.m = 3, .n = 5, .k = 7};
-  EXPECT_EQ(s.a_elements(), 21u);
-  EXPECT_EQ(s.b_elements(), 35u);
-  EXPECT_EQ(s.c_elements(), 15u);
-  EXPECT_EQ(s.total_bytes(), 4u * (21 + 35 + 15));
-  EXPECT_EQ(s.lda(), 7u);
-  EXPECT_EQ(s.ldb(), 5u);
-  s.trans_a = s.trans_b = true;
-  EXPECT_EQ(s.lda(), 3u);
-  EXPECT_EQ(s.ldb(), 7u);
-  s.k = 0;
-  s.trans_a = s.trans_b = false;
-  EXPECT_EQ(s.lda(), 1u) << "BLAS needs a leading dimension of at least 1";
-}
-
-TEST(GemmProblemTest, BatchKeyComparesShapeKernelAndScalars) {
-  GemmProblem p{.shape = {.m = 4, .n = 4, .k = 4}, .alpha = 1, .beta = 0,
-                .kernel = "cpu"};
-  GemmProblem q = p;
+TEST(JobSpecTest, BatchKeyComparesShapeKernelAndScalars) {
+  JobSpec p{.problem = {.m = 4, .n = 4, .k = 4, .alpha = 1, .beta = 0},
+            .kernel = "cpu"};
+  JobSpec q = p;
   EXPECT_TRUE(p.SameBatchAs(q));
-  q.beta = 0.5f;
+  q.problem.beta = 0.5f;
   EXPECT_FALSE(p.SameBatchAs(q));
   q = p;
-  q.shape.trans_b = true;
+  q.problem.trans_b = true;
   EXPECT_FALSE(p.SameBatchAs(q));
   q = p;
   q.kernel = "v5";
@@ -56,7 +40,7 @@ TEST(GemmJobTest, FinishRunsTheCallbackOnce) {
   InflightBudget::Reservation r;
   ASSERT_TRUE(budget.Reserve(1000, &r).ok());
   auto job = std::make_shared<GemmJob>(
-      GemmProblem{.shape = {.m = 2, .n = 2, .k = 2}}, std::move(r));
+      JobSpec{.problem = {.m = 2, .n = 2, .k = 2}}, std::move(r));
   int calls = 0;
   absl::StatusCode code = absl::StatusCode::kOk;
   job->set_done_callback([&](GemmJob&, absl::Status s) {
@@ -73,20 +57,20 @@ TEST(GemmJobTest, FinishRunsTheCallbackOnce) {
 
 TEST(GemmJobTest, DeadlineIsTheEarlierOfTimeoutAndCallDeadline) {
   const absl::Time t0 = absl::FromUnixSeconds(1000);
-  GemmJob job(GemmProblem{.shape = {.m = 1, .n = 1, .k = 1},
+  GemmJob job(JobSpec{.problem = {.m = 1, .n = 1, .k = 1},
                           .timeout = absl::Milliseconds(50)},
               {});
   job.MarkReady(t0);
   EXPECT_EQ(job.deadline(), t0 + absl::Milliseconds(50));
 
-  GemmJob job2(GemmProblem{.shape = {.m = 1, .n = 1, .k = 1},
+  GemmJob job2(JobSpec{.problem = {.m = 1, .n = 1, .k = 1},
                            .timeout = absl::Milliseconds(50)},
                {});
   job2.set_call_deadline(t0 + absl::Milliseconds(10));
   job2.MarkReady(t0);
   EXPECT_EQ(job2.deadline(), t0 + absl::Milliseconds(10));
 
-  GemmJob job3(GemmProblem{.shape = {.m = 1, .n = 1, .k = 1}}, {});
+  GemmJob job3(JobSpec{.problem = {.m = 1, .n = 1, .k = 1}}, {});
   job3.MarkReady(t0);
   EXPECT_EQ(job3.deadline(), absl::InfiniteFuture());
 }

@@ -10,8 +10,8 @@
 #ifdef GEMM_HAVE_CUDA
 #include "server/cuda_executor.h"
 #endif
-#include "server/status_macros.h"
-#include "server/version.h"
+#include "common/status_macros.h"
+#include "common/version.h"
 #include "spdlog/spdlog.h"
 
 namespace gemm::server {

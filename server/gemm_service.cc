@@ -11,7 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "proto/wire_codec.h"
-#include "server/status_macros.h"
+#include "common/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace gemm::server {
@@ -182,11 +182,11 @@ class GemmStreamReactor final
                            ": params sent again while the job is open")),
                        ended);
       }
-      absl::StatusOr<GemmProblem> problem =
+      absl::StatusOr<JobSpec> spec =
           ValidateParams(req.params(), service_->options().limits,
                          service_->executor());
-      if (!problem.ok()) return FailJob(id, problem.status(), ended);
-      absl::StatusOr<std::shared_ptr<GemmJob>> job = service_->NewJob(*problem);
+      if (!spec.ok()) return FailJob(id, spec.status(), ended);
+      absl::StatusOr<std::shared_ptr<GemmJob>> job = service_->NewJob(*spec);
       if (!job.ok()) return FailJob(id, job.status(), ended);
       it = receiving_.emplace(id, Receiving{std::move(*job)}).first;
       it->second.inline_result_max_bytes =
@@ -248,20 +248,20 @@ class GemmStreamReactor final
       return fail(absl::InvalidArgumentError(
           absl::StrCat("job_id ", id, ": job.params: missing")));
     }
-    absl::StatusOr<GemmProblem> problem = ValidateParams(
+    absl::StatusOr<JobSpec> spec = ValidateParams(
         whole.params(), service_->options().limits, service_->executor());
-    if (!problem.ok()) return fail(problem.status());
-    absl::Status s = CheckOperandBytes(*problem, in.job_a.size,
+    if (!spec.ok()) return fail(spec.status());
+    absl::Status s = CheckOperandBytes(spec->problem, in.job_a.size,
                                        in.job_b.size, in.job_c.size);
     if (!s.ok()) {
       return fail(absl::InvalidArgumentError(
           absl::StrCat("job_id ", id, ": ", s.message())));
     }
-    absl::StatusOr<std::shared_ptr<GemmJob>> job = service_->NewJob(*problem);
+    absl::StatusOr<std::shared_ptr<GemmJob>> job = service_->NewJob(*spec);
     if (!job.ok()) return fail(job.status());
     in.job_a.CopyTo(reinterpret_cast<char*>((*job)->a()));
     in.job_b.CopyTo(reinterpret_cast<char*>((*job)->b()));
-    if (problem->beta != 0.0f) {
+    if (spec->problem.beta != 0.0f) {
       in.job_c.CopyTo(reinterpret_cast<char*>((*job)->c()));
     }
     Submit(id, std::move(*job), whole.params().inline_result_max_bytes());
@@ -279,7 +279,7 @@ class GemmStreamReactor final
           "set, got ",
           static_cast<int>(op)));
     }
-    const uint64_t expected = ExpectedBytes(receiving.job->shape(), op);
+    const uint64_t expected = ExpectedBytes(receiving.job->problem(), op);
     uint64_t& received = receiving.received[op];
     if (req.offset() != received) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -292,7 +292,7 @@ class GemmStreamReactor final
           "job_id %d: data: %s would grow to %d bytes, but the shape %s "
           "gives it %d",
           req.job_id(), v1::Operand_Name(op), received + in.data.size,
-          receiving.job->shape().ToString(), expected));
+          receiving.job->problem().ToString(), expected));
     }
     // The one copy of an operand byte on the server: from gRPC's slices
     // into the job's (pinned) storage.
@@ -313,7 +313,7 @@ class GemmStreamReactor final
     // Never beyond one result chunk, so an inline result always fits the
     // server's largest message.
     const bool inline_result =
-        4 * job->shape().c_elements() <=
+        4 * job->problem().c_elements() <=
         std::min(inline_result_max_bytes,
                  service_->options().limits.result_chunk_bytes);
     job->set_done_callback(
@@ -416,7 +416,7 @@ class GemmStreamReactor final
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Outgoing& out = outbox_.front();
     if (out.job != nullptr) {
-      const uint64_t total = 4 * out.job->shape().c_elements();
+      const uint64_t total = 4 * out.job->problem().c_elements();
       if (!out.inline_result && out.offset < total) {
         const uint64_t n = std::min<uint64_t>(
             service_->options().limits.result_chunk_bytes, total - out.offset);
@@ -434,7 +434,7 @@ class GemmStreamReactor final
     v1::StreamResponse* response = &message;
     response->set_job_id(out.job_id);
     if (out.job != nullptr) {
-      const uint64_t total = 4 * out.job->shape().c_elements();
+      const uint64_t total = 4 * out.job->problem().c_elements();
       v1::JobEnd* end = response->mutable_end();
       end->set_code(0);
       FillTiming(*out.job, end->mutable_timing());
@@ -488,12 +488,12 @@ void FillTiming(const GemmJob& job, v1::Timing* timing) {
   timing->set_compute_ms(ToMs(t.compute));
   timing->set_d2h_ms(ToMs(t.d2h));
   timing->set_server_ms(ToMs(t.server));
-  timing->set_kernel(job.problem().kernel);
+  timing->set_kernel(job.kernel());
   timing->set_device(t.device);
   // For a batched launch, compute covers the whole batch and the batch's
   // rate is batch_size times this figure.
   const double seconds = absl::ToDoubleSeconds(t.compute);
-  timing->set_gflops(seconds > 0 ? job.shape().flops() / seconds / 1e9 : 0.0);
+  timing->set_gflops(seconds > 0 ? job.problem().flops() / seconds / 1e9 : 0.0);
 }
 
 GemmServiceImpl::GemmServiceImpl(const Options& options, Executor* executor,
@@ -504,11 +504,10 @@ GemmServiceImpl::GemmServiceImpl(const Options& options, Executor* executor,
       budget_(options.limits.max_inflight_bytes) {}
 
 absl::StatusOr<std::shared_ptr<GemmJob>> GemmServiceImpl::NewJob(
-    const GemmProblem& problem) {
+    const JobSpec& spec) {
   InflightBudget::Reservation reservation;
-  RETURN_IF_ERROR(
-      budget_.Reserve(problem.shape.total_bytes(), &reservation));
-  return std::make_shared<GemmJob>(problem, std::move(reservation),
+  RETURN_IF_ERROR(budget_.Reserve(spec.problem.total_bytes(), &reservation));
+  return std::make_shared<GemmJob>(spec, std::move(reservation),
                                    options_.host_allocator);
 }
 
@@ -560,15 +559,14 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     if (!in.header.has_params()) {
       return absl::InvalidArgumentError("params: missing");
     }
-    ASSIGN_OR_RETURN(GemmProblem problem,
-                     ValidateParams(in.header.params(), options_.limits,
-                                    *executor_));
+    ASSIGN_OR_RETURN(JobSpec spec, ValidateParams(in.header.params(),
+                                                  options_.limits, *executor_));
     RETURN_IF_ERROR(
-        CheckOperandBytes(problem, in.a.size, in.b.size, in.c.size));
-    ASSIGN_OR_RETURN(std::shared_ptr<GemmJob> job, NewJob(problem));
+        CheckOperandBytes(spec.problem, in.a.size, in.b.size, in.c.size));
+    ASSIGN_OR_RETURN(std::shared_ptr<GemmJob> job, NewJob(spec));
     in.a.CopyTo(reinterpret_cast<char*>(job->a()));
     in.b.CopyTo(reinterpret_cast<char*>(job->b()));
-    if (problem.beta != 0.0f) in.c.CopyTo(reinterpret_cast<char*>(job->c()));
+    if (spec.problem.beta != 0.0f) in.c.CopyTo(reinterpret_cast<char*>(job->c()));
     job->set_call_deadline(CallDeadline(context));
     job->set_cancel_check([context] { return context->IsCancelled(); });
     job->MarkReady(absl::Now());
@@ -582,7 +580,7 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
             FillTiming(done, &timing);
             *response = EncodeGemmResponse(
                 reinterpret_cast<const char*>(done.c()),
-                4 * done.shape().c_elements(), timing, weak.lock());
+                4 * done.problem().c_elements(), timing, weak.lock());
           }
           reactor->Finish(ToGrpcStatus(status));
         });

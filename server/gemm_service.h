@@ -69,8 +69,8 @@ class GemmServiceImpl final : public GemmServiceBase {
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GemmStream(
       grpc::CallbackServerContext* context) override;
 
-  // Reserves budget for and allocates a job of `problem`.
-  absl::StatusOr<std::shared_ptr<GemmJob>> NewJob(const GemmProblem& problem);
+  // Reserves budget for and allocates a job of `spec`.
+  absl::StatusOr<std::shared_ptr<GemmJob>> NewJob(const JobSpec& spec);
 
   const Options& options() const { return options_; }
   Executor& executor() { return *executor_; }

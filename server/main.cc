@@ -10,9 +10,9 @@
 #include "CLI/CLI.hpp"
 #include "absl/time/time.h"
 #include "server/gemm_server.h"
-#include "server/version.h"
+#include "common/version.h"
 #include "spdlog/spdlog.h"
-#include "server/process_tuning.h"
+#include "common/process_tuning.h"
 
 int main(int argc, char** argv) {
   gemm::TuneProcess();

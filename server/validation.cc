@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "server/status_macros.h"
+#include "common/status_macros.h"
 
 namespace gemm::server {
 namespace {
@@ -22,7 +22,7 @@ absl::Status CheckDim(const char* field, uint32_t value, uint32_t min,
 }
 
 absl::Status CheckBytes(const char* field, uint64_t got, uint64_t expected,
-                        const char* formula, const GemmShape& s) {
+                        const char* formula, const GemmProblem& s) {
   if (got == expected) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat(
       "%s: expected %d bytes (%s*4 for M=%d N=%d K=%d%s%s), got %d", field,
@@ -32,41 +32,40 @@ absl::Status CheckBytes(const char* field, uint64_t got, uint64_t expected,
 
 }  // namespace
 
-absl::StatusOr<GemmProblem> ValidateParams(const v1::GemmParams& params,
-                                           const ServiceLimits& limits,
-                                           const Executor& executor) {
-  GemmProblem problem;
-  GemmShape& shape = problem.shape;
+absl::StatusOr<JobSpec> ValidateParams(const v1::GemmParams& params,
+                                       const ServiceLimits& limits,
+                                       const Executor& executor) {
+  JobSpec spec;
+  GemmProblem& problem = spec.problem;
   RETURN_IF_ERROR(CheckDim("m", params.m(), 1, limits));
   RETURN_IF_ERROR(CheckDim("n", params.n(), 1, limits));
   RETURN_IF_ERROR(CheckDim("k", params.k(), 0, limits));
-  shape.m = params.m();
-  shape.n = params.n();
-  shape.k = params.k();
-  shape.trans_a = params.trans_a();
-  shape.trans_b = params.trans_b();
-  if (shape.total_bytes() > limits.max_job_bytes) {
+  problem.m = params.m();
+  problem.n = params.n();
+  problem.k = params.k();
+  problem.trans_a = params.trans_a();
+  problem.trans_b = params.trans_b();
+  if (problem.total_bytes() > limits.max_job_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "params: a %s job needs %d bytes for A, B and C, over the server's "
         "max_job_bytes of %d",
-        shape.ToString(), shape.total_bytes(), limits.max_job_bytes));
+        problem.ToString(), problem.total_bytes(), limits.max_job_bytes));
   }
   problem.alpha = params.alpha();
   problem.beta = params.beta();
-  problem.timeout = absl::Milliseconds(params.timeout_ms());
-  ASSIGN_OR_RETURN(problem.kernel,
-                   executor.ResolveKernel(shape, params.kernel()));
-  return problem;
+  spec.timeout = absl::Milliseconds(params.timeout_ms());
+  ASSIGN_OR_RETURN(spec.kernel, executor.ResolveKernel(problem, params.kernel()));
+  return spec;
 }
 
-uint64_t ExpectedBytes(const GemmShape& shape, v1::Operand operand) {
+uint64_t ExpectedBytes(const GemmProblem& problem, v1::Operand operand) {
   switch (operand) {
     case v1::OPERAND_A:
-      return 4 * shape.a_elements();
+      return 4 * problem.a_elements();
     case v1::OPERAND_B:
-      return 4 * shape.b_elements();
+      return 4 * problem.b_elements();
     case v1::OPERAND_C:
-      return 4 * shape.c_elements();
+      return 4 * problem.c_elements();
     default:
       return 0;
   }
@@ -74,7 +73,7 @@ uint64_t ExpectedBytes(const GemmShape& shape, v1::Operand operand) {
 
 absl::Status CheckOperandBytes(const GemmProblem& problem, uint64_t a_bytes,
                                uint64_t b_bytes, uint64_t c_bytes) {
-  const GemmShape& s = problem.shape;
+  const GemmProblem& s = problem;
   RETURN_IF_ERROR(CheckBytes("a", a_bytes, ExpectedBytes(s, v1::OPERAND_A),
                              s.trans_a ? "K*M" : "M*K", s));
   RETURN_IF_ERROR(CheckBytes("b", b_bytes, ExpectedBytes(s, v1::OPERAND_B),

@@ -6,9 +6,9 @@
 //
 // Thread-safety: stateless functions.
 //
-//   ASSIGN_OR_RETURN(GemmProblem problem,
+//   ASSIGN_OR_RETURN(JobSpec spec,
 //                    ValidateParams(request.params(), limits, executor));
-//   RETURN_IF_ERROR(CheckOperandBytes(problem, request.a().size(), ...));
+//   RETURN_IF_ERROR(CheckOperandBytes(spec.problem, request.a().size(), ...));
 #ifndef GEMM_SERVER_VALIDATION_H_
 #define GEMM_SERVER_VALIDATION_H_
 
@@ -39,12 +39,12 @@ struct ServiceLimits {
 
 // Validates `params` against the limits and resolves its kernel through
 // `executor`.
-absl::StatusOr<GemmProblem> ValidateParams(const v1::GemmParams& params,
-                                           const ServiceLimits& limits,
-                                           const Executor& executor);
+absl::StatusOr<JobSpec> ValidateParams(const v1::GemmParams& params,
+                                       const ServiceLimits& limits,
+                                       const Executor& executor);
 
 // Bytes an operand must have; C's may also be 0 when beta is 0.
-uint64_t ExpectedBytes(const GemmShape& shape, v1::Operand operand);
+uint64_t ExpectedBytes(const GemmProblem& problem, v1::Operand operand);
 
 // Checks the byte counts of a complete job's operands.
 absl::Status CheckOperandBytes(const GemmProblem& problem, uint64_t a_bytes,

@@ -39,9 +39,9 @@ TEST_F(ValidationTest, AcceptsAValidProblemAndResolvesItsKernel) {
   p.set_timeout_ms(250);
   auto problem = ValidateParams(p, limits_, *executor_);
   ASSERT_TRUE(problem.ok()) << problem.status();
-  EXPECT_EQ(problem->shape, (GemmShape{10, 20, 30, false, true}));
+  EXPECT_TRUE(problem->problem.SameShapeAs(GemmProblem{10, 20, 30, false, true}));
   EXPECT_EQ(problem->kernel, "cpu");
-  EXPECT_EQ(problem->beta, 0.5f);
+  EXPECT_EQ(problem->problem.beta, 0.5f);
   EXPECT_EQ(problem->timeout, absl::Milliseconds(250));
 }
 
@@ -72,7 +72,7 @@ TEST_F(ValidationTest, UnknownKernelIsInvalidArgument) {
 }
 
 TEST_F(ValidationTest, OperandBytesMustMatchTheShape) {
-  GemmProblem problem{.shape = {3, 4, 5}, .beta = 0.0f};
+  GemmProblem problem{3, 4, 5};
   EXPECT_TRUE(CheckOperandBytes(problem, 60, 80, 0).ok());
   EXPECT_TRUE(CheckOperandBytes(problem, 60, 80, 48).ok());
   ExpectError(CheckOperandBytes(problem, 59, 80, 0),

@@ -12,7 +12,7 @@
 #include <map>
 
 #include "client/gemm_client.h"
-#include "client/reference_gemm.h"
+#include "common/reference_gemm.h"
 #include "gtest/gtest.h"
 #include "tests/server_process.h"
 #include "tests/test_job.h"

@@ -12,7 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "client/gemm_client.h"
-#include "client/reference_gemm.h"
+#include "common/reference_gemm.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/gemm.grpc.pb.h"
@@ -495,9 +495,9 @@ TEST(LimitsTest, AJobRefusedMidUploadFailsAloneAndItsOperandsMayGo) {
   for (int i = 0; i < kJobs; ++i) {
     auto* a = new std::vector<float>(uint64_t{kDim} * kDim);
     auto* b = new std::vector<float>(uint64_t{kDim} * kDim);
-    client::FillRandom(a->data(), a->size(), 10 + i);
-    client::FillRandom(b->data(), b->size(), 20 + i);
-    GemmArgs args{.m = kDim, .n = kDim, .k = kDim, .a = a->data(),
+    FillRandom(a->data(), a->size(), 10 + i);
+    FillRandom(b->data(), b->size(), 20 + i);
+    GemmArgs args{.problem = {kDim, kDim, kDim}, .a = a->data(),
                   .b = b->data()};
     stream->Submit(args, out.data(),
                    [&, a, b](absl::StatusOr<v1::Timing> t) {

@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/gemm_client.h"
-#include "client/reference_gemm.h"
+#include "common/reference_gemm.h"
 #include "gtest/gtest.h"
 #include "tests/server_process.h"
 
@@ -29,11 +29,11 @@ constexpr uint32_t kDim = 200;
 struct Operands {
   std::vector<float> a, b;
   Operands() : a(kDim * kDim), b(kDim * kDim) {
-    client::FillRandom(a.data(), a.size(), 1);
-    client::FillRandom(b.data(), b.size(), 2);
+    FillRandom(a.data(), a.size(), 1);
+    FillRandom(b.data(), b.size(), 2);
   }
   GemmArgs Args() const {
-    return GemmArgs{.m = kDim, .n = kDim, .k = kDim, .a = a.data(),
+    return GemmArgs{.problem = {kDim, kDim, kDim}, .a = a.data(),
                     .b = b.data()};
   }
 };
@@ -138,12 +138,12 @@ TEST(StreamRetryTest, QueueFullJobsAreResentOnTheStream) {
   std::vector<std::vector<float>> outs(8, std::vector<float>(64));
   std::vector<absl::Status> statuses(9);
   auto stream = (*client)->OpenStream();
-  stream->Submit(GemmArgs{.m = 500, .n = 500, .k = 500, .a = big_a.data(),
+  stream->Submit(GemmArgs{.problem = {500, 500, 500}, .a = big_a.data(),
                           .b = big_b.data()},
                  big_c.data(),
                  [&](absl::StatusOr<v1::Timing> t) { statuses[8] = t.status(); });
   for (int i = 0; i < 8; ++i) {
-    stream->Submit(GemmArgs{.m = 8, .n = 8, .k = 8, .a = a.data(),
+    stream->Submit(GemmArgs{.problem = {8, 8, 8}, .a = a.data(),
                             .b = b.data()},
                    outs[i].data(), [&, i](absl::StatusOr<v1::Timing> t) {
                      statuses[i] = t.status();

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "client/gemm_client.h"
-#include "client/reference_gemm.h"
+#include "common/reference_gemm.h"
 
 namespace gemm::testing {
 
@@ -29,31 +29,24 @@ struct TestJob {
           const std::string& kernel = "auto") {
     a.resize(uint64_t{m} * k);
     b.resize(uint64_t{k} * n);
-    client::FillRandom(a.data(), a.size(), seed);
-    client::FillRandom(b.data(), b.size(), seed + 100);
+    FillRandom(a.data(), a.size(), seed);
+    FillRandom(b.data(), b.size(), seed + 100);
     if (beta != 0.0f) {
       c.resize(uint64_t{m} * n);
-      client::FillRandom(c.data(), c.size(), seed + 200);
+      FillRandom(c.data(), c.size(), seed + 200);
     }
-    args = client::GemmArgs{.m = m,
-                            .n = n,
-                            .k = k,
-                            .trans_a = ta,
-                            .trans_b = tb,
-                            .alpha = alpha,
-                            .beta = beta,
+    args = client::GemmArgs{.problem = {m, n, k, ta, tb, alpha, beta},
                             .kernel = kernel,
                             .a = a.data(),
                             .b = b.data(),
                             .c = c.empty() ? nullptr : c.data()};
-    want = client::ReferenceGemm({m, n, k, ta, tb, alpha, beta}, a.data(),
-                                 b.data(), args.c);
+    want = ReferenceGemm(args.problem, a.data(), b.data(), args.c);
     out.assign(uint64_t{m} * n, std::numeric_limits<float>::quiet_NaN());
   }
 
   // Relative Frobenius error of `out` against the float64 answer.
   double Error() const {
-    return client::RelativeFrobeniusError(out.data(), want);
+    return RelativeFrobeniusError(out.data(), want);
   }
 };
 

@@ -1,5 +1,5 @@
-#ifndef GEMM_SERVER_VERSION_H_
-#define GEMM_SERVER_VERSION_H_
+#ifndef GEMM_COMMON_VERSION_H_
+#define GEMM_COMMON_VERSION_H_
 
 namespace gemm {
 
@@ -8,4 +8,4 @@ inline constexpr char kVersion[] = "0.2.0";
 
 }  // namespace gemm
 
-#endif  // GEMM_SERVER_VERSION_H_
+#endif  // GEMM_COMMON_VERSION_H_

@@ -4,8 +4,8 @@
 //
 //   RETURN_IF_ERROR(Validate(request));
 //   ASSIGN_OR_RETURN(auto job, MakeJob(request));
-#ifndef GEMM_SERVER_STATUS_MACROS_H_
-#define GEMM_SERVER_STATUS_MACROS_H_
+#ifndef GEMM_COMMON_STATUS_MACROS_H_
+#define GEMM_COMMON_STATUS_MACROS_H_
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -31,4 +31,4 @@
   if (!statusor.ok()) return statusor.status();           \
   lhs = std::move(statusor).value()
 
-#endif  // GEMM_SERVER_STATUS_MACROS_H_
+#endif  // GEMM_COMMON_STATUS_MACROS_H_

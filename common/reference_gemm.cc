@@ -1,12 +1,12 @@
-#include "client/reference_gemm.h"
+#include "common/reference_gemm.h"
 
 #include <cmath>
 #include <limits>
 #include <random>
 
-namespace gemm::client {
+namespace gemm {
 
-std::vector<double> ReferenceGemm(const GemmSpec& s, const float* a,
+std::vector<double> ReferenceGemm(const GemmProblem& s, const float* a,
                                   const float* b, const float* c) {
   const size_t m = s.m, n = s.n, k = s.k;
   std::vector<double> acc(m * n, 0.0);
@@ -51,4 +51,4 @@ void FillRandom(float* data, size_t count, uint64_t seed) {
   }
 }
 
-}  // namespace gemm::client
+}  // namespace gemm

@@ -1,17 +1,17 @@
-#include "client/reference_gemm.h"
+#include "common/reference_gemm.h"
 
 #include <cmath>
 #include <limits>
 
 #include "gtest/gtest.h"
 
-namespace gemm::client {
+namespace gemm {
 namespace {
 
 TEST(ReferenceGemmTest, SmallHandComputedCase) {
   // A = [1 2; 3 4], B = [5 6; 7 8], C = [1 1; 1 1].
   const float a[] = {1, 2, 3, 4}, b[] = {5, 6, 7, 8}, c[] = {1, 1, 1, 1};
-  GemmSpec spec{2, 2, 2, false, false, 2.0f, 0.5f};
+  GemmProblem spec{2, 2, 2, false, false, 2.0f, 0.5f};
   std::vector<double> got = ReferenceGemm(spec, a, b, c);
   EXPECT_EQ(got, (std::vector<double>{38.5, 44.5, 86.5, 100.5}));
   // The same with both stored transposed.
@@ -22,7 +22,7 @@ TEST(ReferenceGemmTest, SmallHandComputedCase) {
 
 TEST(ReferenceGemmTest, ZeroKGivesBetaTimesC) {
   const float c[] = {2, -4, 8};
-  GemmSpec spec{1, 3, 0, false, false, 1.0f, -0.5f};
+  GemmProblem spec{1, 3, 0, false, false, 1.0f, -0.5f};
   EXPECT_EQ(ReferenceGemm(spec, nullptr, nullptr, c),
             (std::vector<double>{-1, 2, -4}));
 }
@@ -53,4 +53,4 @@ TEST(ReferenceGemmTest, RandomFillIsNeverZeroAndDependsOnSeed) {
 }
 
 }  // namespace
-}  // namespace gemm::client
+}  // namespace gemm

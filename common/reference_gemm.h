@@ -5,30 +5,21 @@
 //
 //   std::vector<float> a(m * k), b(k * n);
 //   FillRandom(a.data(), a.size(), /*seed=*/1);
-//   std::vector<double> want = ReferenceGemm(spec, a.data(), b.data(), nullptr);
+//   std::vector<double> want = ReferenceGemm(problem, a.data(), b.data(), nullptr);
 //   double err = RelativeFrobeniusError(got.data(), want);  // want <= 1e-5
-#ifndef GEMM_CLIENT_REFERENCE_GEMM_H_
-#define GEMM_CLIENT_REFERENCE_GEMM_H_
+#ifndef GEMM_COMMON_REFERENCE_GEMM_H_
+#define GEMM_COMMON_REFERENCE_GEMM_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-namespace gemm::client {
+#include "common/gemm_problem.h"
 
-// C = alpha * op(A) * op(B) + beta * C, row-major; see proto/gemm.proto.
-struct GemmSpec {
-  uint32_t m = 0;
-  uint32_t n = 0;
-  uint32_t k = 0;
-  bool trans_a = false;
-  bool trans_b = false;
-  float alpha = 1.0f;
-  float beta = 0.0f;
-};
+namespace gemm {
 
 // The result in float64. `c` may be null when beta is 0.
-std::vector<double> ReferenceGemm(const GemmSpec& spec, const float* a,
+std::vector<double> ReferenceGemm(const GemmProblem& problem, const float* a,
                                   const float* b, const float* c);
 
 // ||got - want||_F / ||want||_F (the absolute error when want is all zero).
@@ -39,6 +30,6 @@ double RelativeFrobeniusError(const float* got, const std::vector<double>& want)
 // unwritten or wrongly indexed output cannot pass by accident.
 void FillRandom(float* data, size_t count, uint64_t seed);
 
-}  // namespace gemm::client
+}  // namespace gemm
 
-#endif  // GEMM_CLIENT_REFERENCE_GEMM_H_
+#endif  // GEMM_COMMON_REFERENCE_GEMM_H_

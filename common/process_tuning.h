@@ -23,8 +23,8 @@
 //
 //   int main(int argc, char** argv) {
 //     gemm::TuneProcess();
-#ifndef GEMM_SERVER_PROCESS_TUNING_H_
-#define GEMM_SERVER_PROCESS_TUNING_H_
+#ifndef GEMM_COMMON_PROCESS_TUNING_H_
+#define GEMM_COMMON_PROCESS_TUNING_H_
 
 #include <malloc.h>
 
@@ -45,4 +45,4 @@ inline void TuneProcess() {
 
 }  // namespace gemm
 
-#endif  // GEMM_SERVER_PROCESS_TUNING_H_
+#endif  // GEMM_COMMON_PROCESS_TUNING_H_
