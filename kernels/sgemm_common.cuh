@@ -1,6 +1,7 @@
 // Device and launch helpers shared by the kernel files (sgemm_v*.cu): operand
 // addressing for the transpose rule, batch-member selection, the epilogue,
-// the zero-filling tile loader and batch chunking. Included by .cu files only.
+// the zero-filling tile loader, predicated float4 loads and stores, and batch
+// chunking. Included by .cu files only.
 //
 // The transpose rule: op(X)(row, col) is X[row * ld + col] when X is stored
 // as is and X[col * ld + row] when stored transposed. Kernels take kTransA and
@@ -98,6 +99,102 @@ __device__ __forceinline__ void LoadTileScalar(const float* x, int64_t ld,
     store(r, c,
           (row < rows && col < cols) ? LoadOperand<kTrans>(x, ld, row, col)
                                      : 0.f);
+  }
+}
+
+// Predicated float4 access to global memory (v5 and later): 16-byte loads
+// and stores where a fragment lies wholly inside the matrix and the pointers
+// allow it, lane by lane at the edges.
+
+// Which of a fragment's 4 lanes lie inside the matrix. `all` is kept next to
+// `count` rather than derived from it: ptxas 13.0 compiled `count == 4` after
+// a clamp into a predicate that let an out-of-range 16-byte load through
+// (compute-sanitizer, 2026-11-30; see docs/kernels.md).
+struct LaneMask {
+  int count;  // lanes 0..count-1 are inside, 0..4
+  bool all;   // count == 4
+};
+
+// Reads the lanes of `mask` from 4 consecutive floats at src (the rest read
+// as 0): one 16-byte load when allowed and all 4 are inside.
+template <bool kVectorAccess>  // src is 16-byte aligned
+__device__ __forceinline__ float4 LoadLanes(const float* src, LaneMask mask) {
+  if (kVectorAccess && mask.all) return *reinterpret_cast<const float4*>(src);
+  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (mask.count > 0) v.x = src[0];
+  if (mask.count > 1) v.y = src[1];
+  if (mask.count > 2) v.z = src[2];
+  if (mask.count > 3) v.w = src[3];
+  return v;
+}
+
+// One thread's float4 of an operand tile, walked along K one block-K step at
+// a time. The four lanes are consecutive in memory (the stored matrix's
+// row): they run along K when the operand is stored K-contiguous (A as is,
+// B transposed), else along the operand's other index (m for A, n for B).
+// Which lanes lie inside the matrix is worked out once: in whole K tiles it
+// does not change; only the last, partial K tile checks K lane by lane.
+struct FragmentIterator {
+  const float* ptr;  // first lane, at the current K tile
+  int64_t step;      // elements from one K tile to the next
+  int k;             // K coordinate within the tile (of the first lane)
+  bool lanes_along_k;
+  bool index_inside;   // the non-K coordinate (m or n) of the first lane is
+                       // inside
+  LaneMask full_tile;  // lanes inside while the whole K tile is inside K
+
+  // x: the operand; ld its leading dimension; index: the fragment's m (for A)
+  // or n (for B), index_end: m or n.
+  __device__ __forceinline__ FragmentIterator(const float* x, int64_t ld,
+                                              bool k_contiguous, int index,
+                                              int index_end, int k, int block_k)
+      : ptr(k_contiguous ? x + static_cast<int64_t>(index) * ld + k
+                         : x + static_cast<int64_t>(k) * ld + index),
+        step(k_contiguous ? block_k : block_k * ld),
+        k(k),
+        lanes_along_k(k_contiguous),
+        index_inside(index < index_end) {
+    if (k_contiguous) {
+      full_tile = {index_inside ? 4 : 0, index_inside};
+    } else {
+      full_tile = {max(0, min(4, index_end - index)), index + 4 <= index_end};
+    }
+  }
+
+  // Lanes inside in the K tile starting at k0 that crosses K's end.
+  __device__ __forceinline__ LaneMask PartialTile(int k0, int k_end) const {
+    const int first_k = k0 + k;
+    if (lanes_along_k) {
+      return {index_inside ? max(0, min(4, k_end - first_k)) : 0,
+              index_inside && first_k + 4 <= k_end};
+    }
+    const bool k_inside = first_k < k_end;
+    return {k_inside ? full_tile.count : 0, k_inside && full_tile.all};
+  }
+};
+
+// Writes the 4 outputs c[0..3] of one row (alpha * acc + beta * c), the
+// first `valid` of them, as one float4 when allowed and all are valid.
+template <bool kVectorAccess>  // C's pointer and ldc allow 16-byte accesses
+__device__ __forceinline__ void StoreOutputRow4(float* c, int valid,
+                                                const float* acc, float alpha,
+                                                float beta) {
+  if (kVectorAccess && valid >= 4) {
+    float4 out = make_float4(alpha * acc[0], alpha * acc[1], alpha * acc[2],
+                             alpha * acc[3]);
+    if (beta != 0.f) {  // C is read only when it matters
+      const float4 old = *reinterpret_cast<const float4*>(c);
+      out.x += beta * old.x;
+      out.y += beta * old.y;
+      out.z += beta * old.z;
+      out.w += beta * old.w;
+    }
+    *reinterpret_cast<float4*>(c) = out;
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if (i < valid) StoreOutput(c + i, acc[i], alpha, beta);
   }
 }
 

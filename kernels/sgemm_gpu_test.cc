@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "kernels/cuda_presence.h"
 #include "kernels/sgemm.h"
 #include "kernels/sgemm_launchers.h"
 
@@ -157,11 +158,9 @@ class DeviceBuffer {
 class SgemmGpuTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess)
-      GTEST_SKIP() << "no GPU: cudaGetDeviceCount: " << cudaGetErrorString(err);
-    if (count == 0) GTEST_SKIP() << "no GPU: cudaGetDeviceCount returned 0";
+    const CudaPresence gpu = ProbeCuda();
+    ASSERT_TRUE(gpu.error.ok()) << gpu.error;
+    if (!gpu.present) GTEST_SKIP() << "no GPU: " << gpu.absent_reason;
     kernel_ = KernelRegistry::Global().Find(GetParam());
     ASSERT_NE(kernel_, nullptr);
     ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
