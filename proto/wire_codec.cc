@@ -36,15 +36,32 @@ class PieceCursor {
     return true;
   }
 
-  bool ReadVarint(uint64_t* value) {
+  // A varint of at most `max_bytes` bytes; bits beyond 64 are dropped, as
+  // protobuf drops them.
+  bool ReadVarint(uint64_t* value, int max_bytes = 10) {
     *value = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
+    for (int i = 0; i < max_bytes; ++i) {
       uint8_t byte;
       if (!ReadByte(&byte)) return false;
-      *value |= uint64_t{byte & 0x7fu} << shift;
+      if (7 * i < 64) *value |= uint64_t{byte & 0x7fu} << (7 * i);
       if ((byte & 0x80) == 0) return true;
     }
-    return false;  // more than 10 bytes
+    return false;  // longer than allowed
+  }
+
+  // A tag as protobuf reads one: at most 5 bytes, kept modulo 2^32.
+  bool ReadTag(uint32_t* tag) {
+    uint64_t value;
+    if (!ReadVarint(&value, 5)) return false;
+    *tag = static_cast<uint32_t>(value);
+    return true;
+  }
+
+  // A length as protobuf reads one: at most 5 bytes, and no more than its
+  // parser's limit (INT_MAX less its 16 bytes of slop).
+  static constexpr uint64_t kMaxLength = 0x7fffffff - 16;
+  bool ReadLength(uint64_t* size) {
+    return ReadVarint(size, 5) && *size <= kMaxLength;
   }
 
   // Takes the next `size` bytes: appended to `raw` (a copy) when given,
@@ -90,13 +107,37 @@ void AppendVarint(uint64_t value, std::string* out) {
   out->push_back(static_cast<char>(value));
 }
 
-// A GemmRequest in `input`: params into `header`, operands left in place.
-absl::Status DecodeGemmRequestPieces(const Pieces& input,
+absl::Status MergeWithPieces(const Pieces& input,
+                             const std::vector<PieceField>& piece_fields,
+                             google::protobuf::Message* header,
+                             std::vector<Pieces>* pieces);
+
+// Parses every occurrence of an embedded-message field into one message, as
+// protobuf merges them; `pieces` as for DecodeWithPieces.
+absl::Status MergeOccurrences(const Pieces& field,
+                              const std::vector<PieceField>& piece_fields,
+                              google::protobuf::Message* header,
+                              std::vector<Pieces>* pieces) {
+  header->Clear();
+  pieces->assign(piece_fields.size(), Pieces());
+  for (const Pieces& occurrence : field.occurrences) {
+    absl::Status s = MergeWithPieces(occurrence, piece_fields, header, pieces);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// A GemmRequest, whole (`input`) or as the occurrences of an embedded field
+// (`embedded`): params into `header`, operands left in place.
+absl::Status DecodeGemmRequestPieces(const Pieces& input, bool embedded,
                                      v1::GemmRequest* header, Pieces* a,
                                      Pieces* b, Pieces* c) {
   // GemmRequest: params 1, a 2, b 3, c 4.
+  const std::vector<PieceField> fields = {{2}, {3}, {4}};
   std::vector<Pieces> operands;
-  absl::Status s = DecodeWithPieces(input, {2, 3, 4}, header, &operands);
+  absl::Status s = embedded
+                       ? MergeOccurrences(input, fields, header, &operands)
+                       : DecodeWithPieces(input, fields, header, &operands);
   if (!s.ok()) return s;
   *a = std::move(operands[0]);
   *b = std::move(operands[1]);
@@ -178,10 +219,22 @@ absl::Status ReadBuffer(const grpc::ByteBuffer& buffer,
 }
 
 absl::Status DecodeWithPieces(const Pieces& input,
-                              const std::vector<uint32_t>& piece_fields,
+                              const std::vector<PieceField>& piece_fields,
                               google::protobuf::Message* header,
                               std::vector<Pieces>* pieces) {
+  header->Clear();
   pieces->assign(piece_fields.size(), Pieces());
+  return MergeWithPieces(input, piece_fields, header, pieces);
+}
+
+namespace {
+
+// DecodeWithPieces into a message and pieces that may already hold earlier
+// occurrences: fields found in `input` are merged in as protobuf merges.
+absl::Status MergeWithPieces(const Pieces& input,
+                             const std::vector<PieceField>& piece_fields,
+                             google::protobuf::Message* header,
+                             std::vector<Pieces>* pieces) {
   // Every other field is re-assembled (tag and value) into `rest` and
   // parsed by protobuf. As in protobuf, a repeated field keeps the last
   // value.
@@ -192,23 +245,34 @@ absl::Status DecodeWithPieces(const Pieces& input,
         "malformed ", header->GetDescriptor()->name(), ": ", what));
   };
   while (!cursor.AtEnd()) {
-    uint64_t tag;
-    if (!cursor.ReadVarint(&tag)) return malformed("truncated tag");
-    const uint32_t field = static_cast<uint32_t>(tag >> 3);
-    const uint32_t wire = static_cast<uint32_t>(tag & 7);
+    uint32_t tag;
+    if (!cursor.ReadTag(&tag)) return malformed("bad or truncated tag");
+    const uint32_t field = tag >> 3;
+    const uint32_t wire = tag & 7;
     if (field == 0) return malformed("field number 0");
     if (wire == kWireLengthDelimited) {
-      auto it = std::find(piece_fields.begin(), piece_fields.end(), field);
+      auto it = std::find_if(
+          piece_fields.begin(), piece_fields.end(),
+          [field](const PieceField& f) { return f.number == field; });
       if (it != piece_fields.end()) {
         Pieces& p = (*pieces)[it - piece_fields.begin()];
         uint64_t size;
-        if (!cursor.ReadVarint(&size)) return malformed("truncated length");
-        p.parts.clear();
-        if (!cursor.Take(size, nullptr, &p.parts)) {
+        if (!cursor.ReadLength(&size)) return malformed("bad length");
+        Pieces occurrence;
+        if (!cursor.Take(size, nullptr, &occurrence.parts)) {
           return malformed("a field runs past the end of the message");
         }
-        p.size = size;
-        p.present = true;
+        occurrence.size = size;
+        occurrence.present = true;
+        if (it->is_message) {
+          p.parts.insert(p.parts.end(), occurrence.parts.begin(),
+                         occurrence.parts.end());
+          p.size += size;
+          p.present = true;
+          p.occurrences.push_back(std::move(occurrence));
+        } else {
+          p = std::move(occurrence);
+        }
         continue;
       }
     }
@@ -228,7 +292,7 @@ absl::Status DecodeWithPieces(const Pieces& input,
         break;
       case kWireLengthDelimited: {
         uint64_t size;
-        if (!cursor.ReadVarint(&size)) return malformed("truncated length");
+        if (!cursor.ReadLength(&size)) return malformed("bad length");
         AppendVarint(size, &rest);
         if (!cursor.Take(size, &rest, nullptr)) {
           return malformed("a field runs past the end of the message");
@@ -236,15 +300,17 @@ absl::Status DecodeWithPieces(const Pieces& input,
         break;
       }
       default:
-        return malformed("unsupported wire type");
+        return malformed("groups (wire types 3 and 4) are not accepted");
     }
   }
-  if (!header->ParseFromString(rest)) return malformed("bad fields");
+  if (!header->MergeFromString(rest)) return malformed("bad fields");
   return absl::OkStatus();
 }
 
+}  // namespace
+
 absl::Status DecodeWithPieces(const grpc::ByteBuffer& buffer,
-                              const std::vector<uint32_t>& piece_fields,
+                              const std::vector<PieceField>& piece_fields,
                               google::protobuf::Message* header,
                               std::vector<Pieces>* pieces,
                               std::vector<grpc::Slice>* slices) {
@@ -334,12 +400,13 @@ absl::Status DecodeStreamRequest(const grpc::ByteBuffer& buffer,
   out->job.Clear();
   out->job_a = out->job_b = out->job_c = Pieces();
   absl::Status s =
-      DecodeWithPieces(buffer, {5, 7}, &out->header, &pieces, &out->slices);
+      DecodeWithPieces(buffer, {{5}, {7, /*is_message=*/true}}, &out->header,
+                       &pieces, &out->slices);
   if (!s.ok()) return s;
   out->data = std::move(pieces[0]);
   if (!pieces[1].present) return absl::OkStatus();
-  s = DecodeGemmRequestPieces(pieces[1], &out->job, &out->job_a, &out->job_b,
-                              &out->job_c);
+  s = DecodeGemmRequestPieces(pieces[1], /*embedded=*/true, &out->job,
+                              &out->job_a, &out->job_b, &out->job_c);
   out->has_job = s.ok();
   return s;
 }
@@ -349,7 +416,8 @@ absl::Status DecodeGemmRequest(const grpc::ByteBuffer& buffer,
   Pieces all;
   absl::Status s = ReadBuffer(buffer, &out->slices, &all);
   if (!s.ok()) return s;
-  return DecodeGemmRequestPieces(all, &out->header, &out->a, &out->b, &out->c);
+  return DecodeGemmRequestPieces(all, /*embedded=*/false, &out->header,
+                                 &out->a, &out->b, &out->c);
 }
 
 grpc::ByteBuffer EncodeGemmResponse(const char* data, size_t size,
@@ -421,8 +489,9 @@ absl::Status DecodeStreamResponse(const grpc::ByteBuffer& buffer,
   // end 3 (JobEnd: code 1, message 2, timing 3, c 4).
   v1::StreamResponse top;
   std::vector<Pieces> pieces;
-  absl::Status s = DecodeWithPieces(buffer, {2, 3}, &top, &pieces,
-                                    &out->slices);
+  absl::Status s =
+      DecodeWithPieces(buffer, {{2, /*is_message=*/true}, {3, true}}, &top,
+                       &pieces, &out->slices);
   if (!s.ok()) return s;
   out->job_id = top.job_id();
   // A oneof: the last of chunk and end on the wire wins, as in protobuf;
@@ -441,13 +510,13 @@ absl::Status DecodeStreamResponse(const grpc::ByteBuffer& buffer,
   std::vector<Pieces> inner;
   if (chunk) {
     v1::ResultChunk header;
-    s = DecodeWithPieces(pieces[0], {2}, &header, &inner);
+    s = MergeOccurrences(pieces[0], {{2}}, &header, &inner);
     if (!s.ok()) return s;
     out->has_chunk = true;
     out->chunk_offset = header.offset();
     out->data = std::move(inner[0]);
   } else if (end) {
-    s = DecodeWithPieces(pieces[1], {4}, &out->end, &inner);
+    s = MergeOccurrences(pieces[1], {{4}}, &out->end, &inner);
     if (!s.ok()) return s;
     out->has_end = true;
     out->data = std::move(inner[0]);
@@ -460,7 +529,7 @@ absl::Status DecodeGemmResponse(const grpc::ByteBuffer& buffer,
   // GemmResponse: c 1, timing 2.
   std::vector<Pieces> pieces;
   absl::Status s =
-      DecodeWithPieces(buffer, {1}, &out->header, &pieces, &out->slices);
+      DecodeWithPieces(buffer, {{1}}, &out->header, &pieces, &out->slices);
   if (!s.ok()) return s;
   out->c = std::move(pieces[0]);
   return absl::OkStatus();

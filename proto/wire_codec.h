@@ -45,6 +45,9 @@ struct Pieces {
   uint64_t size = 0;
   // Whether the field was on the wire at all (it may be empty).
   bool present = false;
+  // For an embedded message (PieceField::is_message): each occurrence on the
+  // wire, in order; `parts` and `size` cover them all.
+  std::vector<Pieces> occurrences;
 
   // Copies the bytes to `dst` (which must hold `size` bytes).
   void CopyTo(char* dst) const;
@@ -54,18 +57,30 @@ struct Pieces {
 absl::Status ReadBuffer(const grpc::ByteBuffer& buffer,
                         std::vector<grpc::Slice>* slices, Pieces* bytes);
 
+// A length-delimited field that DecodeWithPieces leaves in place.
+struct PieceField {
+  uint32_t number = 0;
+  // An embedded message rather than `bytes`. Protobuf keeps the last
+  // occurrence of a `bytes` field but merges repeated occurrences of a
+  // message field (each one parsed on its own into the same message), so
+  // every occurrence is kept (Pieces::occurrences).
+  bool is_message = false;
+};
+
 // Decodes the message in `input` into `header`, except the length-delimited
-// fields whose numbers are in `piece_fields`: their bytes are returned in
-// `pieces` (indexed like `piece_fields`), pointing into `input`'s memory.
-// INVALID_ARGUMENT when the bytes are not a well-formed message.
+// fields in `piece_fields`: their bytes are returned in `pieces` (indexed
+// like `piece_fields`), pointing into `input`'s memory. Accepts exactly what
+// protobuf's parser accepts, except groups (wire types 3 and 4, proto2
+// only), which it refuses. INVALID_ARGUMENT when the bytes are not a
+// well-formed message.
 absl::Status DecodeWithPieces(const Pieces& input,
-                              const std::vector<uint32_t>& piece_fields,
+                              const std::vector<PieceField>& piece_fields,
                               google::protobuf::Message* header,
                               std::vector<Pieces>* pieces);
 
 // The same over a received buffer, whose slices land in `slices`.
 absl::Status DecodeWithPieces(const grpc::ByteBuffer& buffer,
-                              const std::vector<uint32_t>& piece_fields,
+                              const std::vector<PieceField>& piece_fields,
                               google::protobuf::Message* header,
                               std::vector<Pieces>* pieces,
                               std::vector<grpc::Slice>* slices);

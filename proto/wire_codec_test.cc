@@ -105,6 +105,74 @@ TEST(WireCodecTest, RejectsTruncatedMessages) {
   }
 }
 
+// Tags, lengths and repeated message fields are read as protobuf reads them:
+// the decoders accept a message exactly when protobuf's parser does
+// (wire_codec_fuzzer checks this on random input).
+TEST(WireCodecTest, RejectsATagLongerThanProtobufReads) {
+  // data (field 5, length-delimited) behind a 6-byte tag whose value is
+  // 2^39 + 0x2a: protobuf reads at most 5 bytes and rejects it; a 64-bit
+  // read cut to 32 bits would take it for field 5 and keep the byte.
+  const std::string wire("\xaa\x80\x80\x80\x80\x10\x01x", 8);
+  v1::StreamRequest parsed;
+  ASSERT_FALSE(parsed.ParseFromString(wire));
+  DecodedRequest decoded;
+  EXPECT_EQ(DecodeStreamRequest(Cut(wire, 3), &decoded).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(WireCodecTest, FiveByteTagsWrapAsInProtobuf) {
+  // 2^32 + 8 in five bytes: protobuf keeps it modulo 2^32, field 1.
+  const std::string wire("\x88\x80\x80\x80\x10\x05", 6);
+  v1::StreamRequest parsed;
+  ASSERT_TRUE(parsed.ParseFromString(wire));
+  DecodedRequest decoded;
+  ASSERT_TRUE(DecodeStreamRequest(Cut(wire, 2), &decoded).ok());
+  EXPECT_EQ(decoded.header.job_id(), parsed.job_id());
+}
+
+TEST(WireCodecTest, RejectsLengthsProtobufRejects) {
+  // data (field 5) with a 6-byte length, and with a length of 2^31.
+  for (const std::string wire :
+       {std::string("\x2a\x81\x80\x80\x80\x80\x00x", 8),
+        std::string("\x2a\x80\x80\x80\x80\x08x", 7)}) {
+    v1::StreamRequest parsed;
+    ASSERT_FALSE(parsed.ParseFromString(wire));
+    DecodedRequest decoded;
+    EXPECT_EQ(DecodeStreamRequest(Cut(wire, 4), &decoded).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(WireCodecTest, RepeatedJobFieldsMergeAsInProtobuf) {
+  // Two `job` fields: protobuf merges them, so params from the first and a
+  // from the second make one job.
+  v1::StreamRequest first, second;
+  first.set_job_id(4);
+  first.mutable_job()->mutable_params()->set_m(2);
+  second.mutable_job()->set_a(std::string(8, '\x01'));
+  const std::string wire = first.SerializeAsString() + second.SerializeAsString();
+  v1::StreamRequest parsed;
+  ASSERT_TRUE(parsed.ParseFromString(wire));
+  ASSERT_TRUE(parsed.job().has_params());
+  DecodedRequest decoded;
+  ASSERT_TRUE(DecodeStreamRequest(Cut(wire, 5), &decoded).ok());
+  ASSERT_TRUE(decoded.has_job);
+  EXPECT_EQ(decoded.job.params().m(), 2u);
+  EXPECT_EQ(Joined(decoded.job_a), parsed.job().a());
+}
+
+TEST(WireCodecTest, EachOccurrenceOfAMessageFieldMustParseOnItsOwn) {
+  // Two `chunk` fields: the first ends inside a varint that the second
+  // would complete. Protobuf parses each occurrence on its own and rejects
+  // this; gluing the occurrences together would accept it.
+  const std::string wire("\x12\x01\x08\x12\x01\x01", 6);
+  v1::StreamResponse parsed;
+  ASSERT_FALSE(parsed.ParseFromString(wire));
+  DecodedResponse decoded;
+  EXPECT_EQ(DecodeStreamResponse(Cut(wire, 2), &decoded).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(WireCodecTest, EncodedChunkIsAStreamResponseAndKeepsItsOwnerAlive) {
   auto owner = std::make_shared<std::string>(5000, 'x');
   (*owner)[4999] = 'y';
