@@ -22,7 +22,8 @@ targets=(
 )
 labels=()
 for t in "${targets[@]}"; do labels+=("${t%% *}"); done
-bazel --output_base="$base" build --config=fuzz "${labels[@]}" >&2
+# No convenience symlinks: they would point the usual build into this one.
+bazel --output_base="$base" build --config=fuzz --symlink_prefix=/ "${labels[@]}" >&2
 bin=$(bazel --output_base="$base" info --config=fuzz bazel-bin 2>/dev/null)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
