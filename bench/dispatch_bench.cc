@@ -6,7 +6,7 @@
 // a warm-up, random operands) and reports, per shape, auto's choice, the
 // best kernel and auto's slowdown against it. Writes JSON.
 //
-//   dispatch-bench --out bench/results/h200-dispatch-2026-11-30.json
+//   dispatch-bench --out dispatch.json   (gemmbench.py run --scenario dispatch runs it)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

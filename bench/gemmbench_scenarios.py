@@ -1,0 +1,301 @@
+"""gemmbench_scenarios: the named scenarios of gemmbench.py.
+
+Each scenario is a function of the Environment that returns its results
+(the body of one report) and a summarize function that turns them into the
+lines of the table printed at the end of a run.
+"""
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+from gemmbench_env import Server, load, read_json, run_program, selected
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+def scenario_kernels(env):
+    """gemm-bench: the chapter's table, v0..v5 and cuBLAS, on several shapes."""
+    env.need_gpu()
+    logs = env.logs("kernels")
+    flags = (["--shapes", "256,1000x999x777", "--repeats", "3"] if env.smoke else
+             ["--shapes", "1024,2048,4096,8192,1000x999x777", "--repeats", "30"])
+    out = os.path.join(logs, "gemm-bench.json")
+    cmd = [env.program("gemm-bench"), "--kernels", "all", "--json", out] + flags
+    rc, seconds, _, _ = run_program(cmd, os.path.join(logs, "gemm-bench.log"), 600)
+    data = read_json(out)
+    if rc != 0 or data is None:
+        raise RuntimeError(f"gemm-bench failed (rc {rc}); see {logs}/gemm-bench.log")
+    return {"command": shlex.join(cmd), "seconds": round(seconds, 1),
+            "device": data["device"], "settings": data["settings"], "rows": data["results"]}
+
+
+def summarize_kernels(results):
+    rows = [r for r in results["rows"] if r["status"] == "ok"]
+    big = max((r["m"] * r["n"] * r["k"] for r in rows), default=0)
+    return [f"{r['kernel']:7} {r['m']}x{r['n']}x{r['k']}: {r['median_ms']:.3f} ms, "
+            f"{r['tflops']:.2f} TFLOP/s, {r['pct_of_cublas']:.1f}% of cuBLAS"
+            for r in rows if r["m"] * r["n"] * r["k"] == big and r["m"] == r["n"]]
+
+
+def scenario_dispatch(env):
+    """dispatch-bench: auto's choice against the best of v5 and cuBLAS per shape."""
+    env.need_gpu()
+    logs = env.logs("dispatch")
+    out = os.path.join(logs, "dispatch.json")
+    cmd = [env.program("dispatch-bench"), "--dispatch-cache", env.dispatch_cache,
+           "--out", out] + (["--reps", "3"] if env.smoke else [])
+    rc, seconds, _, _ = run_program(cmd, os.path.join(logs, "dispatch-bench.log"), 300)
+    data = read_json(out)
+    if rc != 0 or data is None:
+        raise RuntimeError(f"dispatch-bench failed (rc {rc}); see {logs}")
+    data["command"] = shlex.join(cmd)
+    return data
+
+
+def summarize_dispatch(results):
+    return [f"{len(results['shapes'])} shapes: worst auto/best {results['worst_auto_over_best']:.3f}, "
+            f"sweep auto/best {results['sweep_auto_over_best']:.3f}"]
+
+
+BATCHING_CASES = [
+    # name, server flags, serve-bench flags
+    {"name": "s1-batching-on", "server": ["--streams-per-device", "1", "--max-batch-size", "64",
+                                          "--max-queue-delay-us", "500"],
+     "bench": ["--mode", "batching", "--size", "128", "--streams", "64", "--seconds", "8"]},
+    {"name": "s1-batching-off", "server": ["--streams-per-device", "1", "--max-batch-size", "1"],
+     "bench": ["--mode", "batching", "--size", "128", "--streams", "64", "--seconds", "8"]},
+    {"name": "batching-on", "server": ["--max-batch-size", "64", "--max-queue-delay-us", "500"],
+     "bench": ["--mode", "batching", "--size", "128", "--streams", "64", "--seconds", "8"]},
+    {"name": "batching-off", "server": ["--max-batch-size", "1"],
+     "bench": ["--mode", "batching", "--size", "128", "--streams", "64", "--seconds", "8"]},
+    {"name": "single-4096", "server": ["--max-message-bytes", "268435456"],
+     "bench": ["--mode", "single", "--size", "4096", "--reps", "4"]},
+]
+
+
+def scenario_batching(env):
+    """serve-bench against gemm-server: batching on and off, one 4096^3 job's breakdown."""
+    logs = env.logs("batching")
+    cases = selected(BATCHING_CASES, env.args.cases)
+    if env.smoke:
+        cases = [{"name": "smoke-on", "server": ["--max-batch-size", "8", "--max-queue-delay-us", "200"],
+                  "bench": ["--mode", "batching", "--size", "64", "--streams", "4", "--seconds", "1"]}]
+    results = []
+    for case in cases:
+        out = os.path.join(logs, f"{case['name']}.json")
+        with Server(env, case["server"], os.path.join(logs, f"server-{case['name']}.log")) as server:
+            cmd = [env.program("serve-bench"), "--target", server.address, "--out", out] + case["bench"]
+            rc, seconds, _, _ = run_program(cmd, os.path.join(logs, f"bench-{case['name']}.log"), 120)
+        entry = {"name": case["name"], "server_flags": server.cmd[1:], "command": shlex.join(cmd),
+                 "rc": rc, "server_exit": server.exit_code}
+        if os.path.exists(out):
+            entry["report"] = read_json(out)
+        results.append(entry)
+    return {"cases": results}
+
+
+def summarize_batching(results):
+    lines = []
+    for c in results["cases"]:
+        r = c.get("report")
+        if r is None:
+            lines.append(f"{c['name']:16} failed (rc {c['rc']})")
+        elif r.get("mode") == "batching":
+            lines.append(f"{c['name']:16} batch {r['mean_batch_size']:5.1f}  GPU-side jobs/s "
+                         f"{r['gpu_jobs_per_s']:9.0f}  end-to-end req/s {r['requests_per_s']:8.0f}  "
+                         f"p99 {r['latency_ms']['p99']:.1f} ms")
+        else:
+            warm = r["runs"][1:] or r["runs"]
+            lines.append(f"{c['name']:16} server {min(x['server_ms'] for x in warm):.2f} ms, compute "
+                         f"{min(x['compute_ms'] for x in warm):.2f} ms, client "
+                         f"{min(x['client_ms'] for x in warm):.1f} ms (best warm run)")
+    return lines
+
+
+def e2e_case(name, goal, *flags):
+    return {"name": name, "goal": goal, "client": list(flags)}
+
+
+LOAD_5S = ("--duration-s", "5", "--warmup-s", "1")
+ONE_4096 = ("--shapes", "4096x4096x4096", "--concurrency", "1", "--count", "8", "--warmup-s", "1.5")
+FOUR_4096 = ("--shapes", "4096x4096x4096", "--concurrency", "4", "--duration-s", "6", "--warmup-s", "2")
+# The end-to-end cases: the targets of issue 6, and the per-stream and
+# per-connection variants that locate the limit.
+E2E_CASES = [
+    e2e_case("s128-c64-x1", "", "--shapes", "128x128x128", "--concurrency", "64", *LOAD_5S, "--connections", "1"),
+    e2e_case("s128-c64-x8", "50,000 jobs/s, p99 <= 5 ms",
+             "--shapes", "128x128x128", "--concurrency", "64", *LOAD_5S, "--connections", "8"),
+    e2e_case("s128-c64-x16", "", "--shapes", "128x128x128", "--concurrency", "64", *LOAD_5S, "--connections", "16"),
+    e2e_case("m1024-c16-x1", "", "--shapes", "1024x1024x1024", "--concurrency", "16", *LOAD_5S, "--connections", "1"),
+    e2e_case("m1024-c16-x4", "450 jobs/s",
+             "--shapes", "1024x1024x1024", "--concurrency", "16", *LOAD_5S, "--connections", "4"),
+    e2e_case("one4096", "80 ms", *ONE_4096, "--connections", "1"),
+    e2e_case("four4096-x4", "0.8 of 4 TCP connections", *FOUR_4096, "--connections", "4"),
+    e2e_case("four4096-x1-s4", "", *FOUR_4096, "--connections", "1", "--streams-per-connection", "4"),
+    e2e_case("one4096-x1-split4", "", *ONE_4096, "--connections", "1", "--split", "4"),
+    e2e_case("one4096-x2-split2", "", *ONE_4096, "--connections", "2", "--split", "2"),
+    e2e_case("one4096-x4-split4", "80 ms", *ONE_4096, "--connections", "4", "--split", "4"),
+]
+E2E_SMOKE = [e2e_case("smoke", "", "--shapes", "64x64x64:0.8,33x17x9:0.2", "--concurrency", "4",
+                      "--count", "200", "--warmup-s", "0.2", "--verify-every", "10")]
+
+
+def scenario_e2e(env):
+    """gemm-client load against a fresh gemm-server per case, with the server's CPU and memory."""
+    logs = env.logs("e2e")
+    cases = E2E_SMOKE if env.smoke else selected(E2E_CASES, env.args.cases)
+    results = []
+    for case in cases:
+        name = case["name"]
+        with Server(env, [], os.path.join(logs, f"server-{name}.log")) as server:
+            cpu0, rss0 = server.cpu_seconds(), server.memory_kb("VmRSS")
+            report, client = load(env, server, name, case["client"], logs)
+            cpu1, rss1, hwm = server.cpu_seconds(), server.memory_kb("VmRSS"), server.memory_kb("VmHWM")
+        jobs = (report["warmup_jobs"] + report["count"]) if report else 0
+        results.append({
+            "name": name, "goal": case["goal"], "server_flags": server.cmd[1:],
+            "client_flags": case["client"] + list(env.args.client_flags), "client": client, "server_exit": server.exit_code, "report": report,
+            "server": {"cpu_s": round(cpu1 - cpu0, 3), "jobs": jobs,
+                       "cpu_ms_per_job": round(1e3 * (cpu1 - cpu0) / max(jobs, 1), 4),
+                       "rss_idle_mb": round(rss0 / 1024), "rss_end_mb": round(rss1 / 1024),
+                       "rss_peak_mb": round(hwm / 1024)}})
+    return {"cases": results}
+
+
+def summarize_e2e(results):
+    lines = [f"{'case':18} {'jobs/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'GB/s':>6} {'batch':>6} "
+             f"{'srv ms':>7} {'srv CPU/job':>11} {'err':>4}"]
+    for c in results["cases"]:
+        r = c["report"]
+        if r is None:
+            lines.append(f"{c['name']:18} failed (rc {c['client']['rc']})")
+            continue
+        lines.append(
+            f"{c['name']:18} {r['requests_per_s']:9.1f} {r['latency_ms']['p50']:8.2f} "
+            f"{r['latency_ms']['p99']:8.2f} {(r['mb_per_s_in'] + r['mb_per_s_out']) / 1e3:6.2f} "
+            f"{r['server_ms']['mean_batch_size']:6.1f} {r['server_ms']['total']['mean']:7.2f} "
+            f"{c['server']['cpu_ms_per_job']:9.3f}ms {r['errors']:4d}")
+    return lines
+
+
+def scenario_tcp(env):
+    """bench/tcp_blast.py: what plain TCP connections carry over loopback (the yardstick)."""
+    logs = env.logs("tcp")
+    cases = [{"name": "tcp1", "connections": 1}] if env.smoke else selected(
+        [{"name": f"tcp{n}", "connections": n} for n in (1, 4, 8)], env.args.cases)
+    seconds = "0.5" if env.smoke else "3"
+    results = []
+    for case in cases:
+        out = os.path.join(logs, f"{case['name']}.json")
+        cmd = [sys.executable, os.path.join(HERE, "tcp_blast.py"), "--connections",
+               str(case["connections"]), "--seconds", seconds, "--out", out]
+        rc, _, _, _ = run_program(cmd, os.path.join(logs, f"{case['name']}.log"), 60)
+        entry = {"name": case["name"], "command": shlex.join(cmd), "rc": rc}
+        if os.path.exists(out):
+            entry["report"] = read_json(out)
+        results.append(entry)
+    return {"cases": results}
+
+
+def summarize_tcp(results):
+    return [f"{c['name']:6} " + (f"{c['report']['aggregate_bytes_per_s'] / 1e9:.2f} GB/s over "
+                                 f"{c['report']['connections']} connection(s)" if "report" in c else
+                                 f"failed (rc {c['rc']})") for c in results["cases"]]
+
+
+GPU_SUITES = ["sgemm_gpu_test", "cuda_executor_test", "gpu_integration_test"]
+
+
+def scenario_suites(env):
+    """The three GPU test programs; pass or fail each."""
+    env.need_gpu()
+    logs = env.logs("suites")
+    child_env = dict(os.environ, GEMM_SERVER_BINARY=env.program("gemm-server"),
+                     TEST_TMPDIR=tempfile.mkdtemp(dir=env.work))
+    results = []
+    for name in selected([{"name": n} for n in GPU_SUITES], env.args.cases):
+        name = name["name"]
+        log = os.path.join(logs, f"{name}.log")
+        rc, seconds, _, _ = run_program([env.program(name)], log, 300, env=child_env)
+        with open(log, errors="replace") as f:
+            text = f.read()
+        count = lambda word: sum(int(n) for n in re.findall(rf"^\[  {word} *\] (\d+) tests?", text, re.M))
+        results.append({"name": name, "rc": rc, "seconds": round(seconds, 1),
+                        "passed": count("PASSED"), "failed": count("FAILED"),
+                        "skipped": count("SKIPPED"),
+                        "verdict": "pass" if rc == 0 and count("SKIPPED") == 0 else
+                                   ("skipped" if rc == 0 else "fail")})
+    return {"suites": results}
+
+
+def summarize_suites(results):
+    return [f"{s['name']:22} {s['verdict']:7} passed {s['passed']}, failed {s['failed']}, "
+            f"skipped {s['skipped']} ({s['seconds']} s)" for s in results["suites"]]
+
+
+def scenario_soak(env):
+    """A mixed, verified load for --soak-s seconds, sampling the server's resident size."""
+    logs = env.logs("soak")
+    seconds = 3 if env.smoke else env.args.soak_s
+    flags = ["--shapes", "64x64x64:0.7,200x100x300:0.3" if env.smoke else
+             "128x128x128:0.6,512x512x512:0.3,1024x1024x1024:0.1",
+             "--concurrency", "8" if env.smoke else "32", "--connections", "2" if env.smoke else "4",
+             "--duration-s", str(seconds), "--warmup-s", "1", "--verify-every", "50"]
+    samples = []
+    with Server(env, [], os.path.join(logs, "server.log")) as server:
+        json_path = os.path.join(logs, "soak.json")
+        cmd = [env.program("gemm-client"), "load", "--server", server.address, "-q",
+               "--json", json_path] + flags + list(env.args.client_flags)
+        start = time.monotonic()
+        with open(os.path.join(logs, "client.log"), "w") as log:
+            client = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            while client.poll() is None:
+                samples.append([round(time.monotonic() - start, 1),
+                                round(server.memory_kb("VmRSS") / 1024, 1)])
+                try:
+                    client.wait(timeout=1.0)
+                except subprocess.TimeoutExpired:
+                    pass
+                if time.monotonic() - start > seconds + 120:
+                    client.kill()
+        samples.append([round(time.monotonic() - start, 1), round(server.memory_kb("VmRSS") / 1024, 1)])
+        peak = server.memory_kb("VmHWM") / 1024
+    report = read_json(json_path)
+    if report:
+        report.pop("histogram", None)
+    # Growth over the second half of the run: a leak shows as a steady climb.
+    half = [mb for t, mb in samples if t >= 1 + seconds / 2]
+    growth = round(half[-1] - half[0], 1) if len(half) >= 2 else 0.0
+    agree = bool(report) and report.get("server_side_jobs") == report["warmup_jobs"] + report["count"]
+    ok = (client.returncode == 0 and server.exit_code == 0 and bool(report) and report["errors"] == 0
+          and report["verify_failures"] == 0 and report["verified"] > 0 and agree)
+    return {"command": shlex.join(cmd), "seconds": seconds, "client_rc": client.returncode,
+            "server_exit": server.exit_code, "report": report, "server_counts_agree": agree,
+            "rss_mb": samples, "rss_peak_mb": round(peak, 1), "rss_growth_second_half_mb": growth,
+            "verdict": "pass" if ok else "fail"}
+
+
+def summarize_soak(results):
+    r = results["report"] or {}
+    return [f"{results['verdict']}: {r.get('count', 0)} jobs in {results['seconds']} s "
+            f"({r.get('requests_per_s', 0):.0f}/s), {r.get('errors', '?')} errors, "
+            f"{r.get('verified', 0)} verified ({r.get('verify_failures', '?')} wrong), "
+            f"server counts {'agree' if results['server_counts_agree'] else 'DISAGREE'}; "
+            f"RSS {results['rss_mb'][0][1]:.0f} -> {results['rss_mb'][-1][1]:.0f} MB "
+            f"(peak {results['rss_peak_mb']:.0f}, second half {results['rss_growth_second_half_mb']:+.0f})"]
+
+
+# name -> (run, summarize); "all" runs them in this order.
+SCENARIOS = {
+    "suites": (scenario_suites, summarize_suites),
+    "kernels": (scenario_kernels, summarize_kernels),
+    "dispatch": (scenario_dispatch, summarize_dispatch),
+    "batching": (scenario_batching, summarize_batching),
+    "e2e": (scenario_e2e, summarize_e2e),
+    "tcp": (scenario_tcp, summarize_tcp),
+    "soak": (scenario_soak, summarize_soak),
+}

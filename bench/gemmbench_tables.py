@@ -1,0 +1,320 @@
+"""gemmbench_tables: kept reports -> the markdown tables of README.md and docs/.
+
+A document marks a generated table with
+<!-- gemmbench:GPU/TABLE:begin --> and <!-- gemmbench:GPU/TABLE:end -->;
+command_tables rewrites what lies between from bench/baselines/GPU/SCENARIO.json
+(TABLES names the tables and their scenarios), and draws the kernels chart.
+"""
+
+import glob
+import json
+import os
+import re
+import sys
+
+from gemmbench_env import SCHEMA_VERSION, repo_root
+
+def load_reports(baselines, root):
+    """{(gpu, scenario): (report, path from root)} from baselines/GPU/SCENARIO.json."""
+    reports = {}
+    for path in sorted(glob.glob(os.path.join(baselines, "*", "*.json"))):
+        gpu = os.path.basename(os.path.dirname(path))
+        with open(path) as f:
+            report = json.load(f)
+        if report.get("schema_version") != SCHEMA_VERSION:
+            sys.exit(f"gemmbench: {path}: schema_version {report.get('schema_version')}, "
+                     f"this driver reads {SCHEMA_VERSION}")
+        reports[(gpu, report["scenario"])] = (report, os.path.relpath(path, root))
+    return reports
+
+
+def num(value, spec=",.0f"):
+    return "-" if value is None else format(value, spec)
+
+
+def provenance(report, path):
+    gpu = report["gpu"][0] if report.get("gpu") else None
+    where = (f"{len(report['gpu'])} x {gpu['name']}, driver {gpu['driver']}" if gpu
+             else f"{report['backend']} backend")
+    cores = f", {report['host']['cpus']} host cores" if report["host"].get("cpus") else ""
+    link = os.path.relpath(os.path.join(LINKS["root"], path), LINKS["doc_dir"])
+    return (f"*{where}{cores}; {report['date'][:10]}, commit {report['commit']}; "
+            f"report [`{path}`]({link})*")
+
+
+# The repository and the folder of the document being rewritten: links in a
+# document are relative to its folder.
+LINKS = {"root": repo_root(), "doc_dir": repo_root()}
+
+
+# The chapter's names for each version's idea.
+KEY_CHANGE = {
+    "cublas": "baseline", "v0": "naive (threadIdx.x on rows)", "v1": "coalescing",
+    "v2": "shared-memory tiling, 32x32", "v3": "1-D register tiling, 64x64, BK 8, TM 8",
+    "v4": "2-D register tiling, 128x128, BK 8, 8x8", "v5": "vectorized (A^T in shared memory, float4)",
+}
+
+
+def table_kernels(report, path, shape="4096x4096x4096"):
+    rows = {(f"{r['m']}x{r['n']}x{r['k']}", r["kernel"]): r for r in report["results"]["rows"]}
+    lines = ["| version | key change | time (ms) | TFLOP/s | % of cuBLAS |", "|---|---|---:|---:|---:|"]
+    for kernel in ["cublas", "v0", "v1", "v2", "v3", "v4", "v5"]:
+        r = rows.get((shape, kernel))
+        if r and r["status"] == "ok":
+            lines.append(f"| {'cuBLAS' if kernel == 'cublas' else kernel} | {KEY_CHANGE[kernel]} | "
+                         f"{r['median_ms']:.3f} | {r['tflops']:.2f} | {r['pct_of_cublas']:.1f} |")
+    return lines + ["", provenance(report, path)]
+
+
+def table_kernels_by_shape(report, path):
+    results = report["results"]["rows"]
+    shapes = list(dict.fromkeys(f"{r['m']}x{r['n']}x{r['k']}" for r in results))
+    label = lambda s: f"{s.split('x')[0]}^3" if len(set(s.split("x"))) == 1 else s
+    by = {(f"{r['m']}x{r['n']}x{r['k']}", r["kernel"]): r for r in results}
+    lines = ["| version | " + " | ".join(label(s) for s in shapes) + " |",
+             "|---|" + "---:|" * len(shapes)]
+    for kernel in ["cublas", "v0", "v1", "v2", "v3", "v4", "v5"]:
+        cells = []
+        for s in shapes:
+            r = by.get((s, kernel))
+            cells.append("-" if r is None else (f"{r['tflops']:.2f} ({r['median_ms']:.3f} ms)"
+                                                if r["status"] == "ok" else r["status"]))
+        lines.append(f"| {'cuBLAS' if kernel == 'cublas' else kernel} | " + " | ".join(cells) + " |")
+    return lines + ["", "TFLOP/s (median time). " + provenance(report, path)]
+
+
+def table_dispatch(report, path):
+    r = report["results"]
+    lines = ["| M x N x K | v5 (ms) | cuBLAS (ms) | auto picks | best | auto / best |",
+             "|---|---:|---:|---|---|---:|"]
+    for s in r["shapes"]:
+        lines.append(f"| {s['m']}x{s['n']}x{s['k']} | {s['v5_ms']:.4f} | {s['cublas_ms']:.4f} | "
+                     f"{s['auto']} | {s['best']} | {s['auto_over_best']:.3f} |")
+    return lines + ["", f"Worst auto/best {r['worst_auto_over_best']:.3f}; table of "
+                        f"{r['table_shapes']} shapes. " + provenance(report, path)]
+
+
+def table_batching(report, path):
+    lines = ["| case | server flags | mean batch | kernel time / batch | GPU-side jobs/s | "
+             "end-to-end req/s | p50 / p99 ms |", "|---|---|---:|---:|---:|---:|---|"]
+    for c in report["results"]["cases"]:
+        r = c.get("report")
+        if not r or r.get("mode") != "batching":
+            continue
+        flags, skip = [], False
+        for f in c["server_flags"]:
+            if skip or f in ("--listen", "--backend", "--dispatch-cache", "--port-file"):
+                skip = not skip
+                continue
+            flags.append(f)
+        lines.append(f"| {c['name']} | `{' '.join(flags)}` | {r['mean_batch_size']:.1f} | "
+                     f"{1e3 * r['mean_compute_ms']:.1f} us | {r['gpu_jobs_per_s']:,.0f} | "
+                     f"{r['requests_per_s']:,.0f} | {r['latency_ms']['p50']:.1f} / {r['latency_ms']['p99']:.1f} |")
+    return lines + ["", provenance(report, path)]
+
+
+def table_single(report, path):
+    case = next(c for c in report["results"]["cases"] if c["name"] == "single-4096")
+    lines = ["| run | client wall (ms) | server | queue | h2d | compute | d2h |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for i, r in enumerate(case["report"]["runs"], 1):
+        lines.append(f"| {i}{' (cold)' if i == 1 else ''} | {r['client_ms']:.1f} | {r['server_ms']:.2f} | "
+                     f"{r['queue_ms']:.2f} | {r['h2d_ms']:.2f} | {r['compute_ms']:.2f} | {r['d2h_ms']:.2f} |")
+    return lines + ["", provenance(report, path)]
+
+
+def e2e_figures(case):
+    r = case["report"]
+    return r, r["latency_ms"], (r["mb_per_s_in"] + r["mb_per_s_out"]) / 1e3
+
+
+def table_e2e(report, path):
+    lines = ["| case | client flags | jobs/s | p50 / p99 ms | GB/s in+out | server CPU / job | "
+             "server peak RSS | errors |", "|---|---|---:|---|---:|---:|---:|---:|"]
+    for c in report["results"]["cases"]:
+        if not c["report"]:
+            continue
+        r, lat, gbs = e2e_figures(c)
+        flags = re.sub(r"--(duration-s|warmup-s|count) \S+ ?", "", " ".join(c["client_flags"])).strip()
+        lines.append(f"| {c['name']} | `{flags}` | {r['requests_per_s']:,.1f} | "
+                     f"{lat['p50']:.2f} / {lat['p99']:.2f} | {gbs:.1f} | "
+                     f"{c['server']['cpu_ms_per_job']:.3g} ms | {c['server']['rss_peak_mb']:,} MB | {r['errors']} |")
+    return lines + ["", provenance(report, path)]
+
+
+def table_e2e_breakdown(report, path):
+    lines = ["| case | latency mean | server total | queued | h2d | compute | d2h | mean batch | "
+             "network + client |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for c in report["results"]["cases"]:
+        if not c["report"]:
+            continue
+        r = c["report"]
+        s = r["server_ms"]
+        mean = r["latency_ms"]["mean"]
+        lines.append(f"| {c['name']} | {mean:.2f} | {s['total']['mean']:.3f} | {s['queued']['mean']:.3f} | "
+                     f"{s['h2d']['mean']:.3f} | {s['compute']['mean']:.3f} | {s['d2h']['mean']:.3f} | "
+                     f"{s['mean_batch_size']:.1f} | {mean - s['total']['mean']:.2f} |")
+    return lines + ["", "Milliseconds, means over the measured jobs; the server's figures are the "
+                        "jobs' own `Timing`. " + provenance(report, path)]
+
+
+def tcp_rate(tcp_report, connections):
+    for c in (tcp_report or {}).get("results", {}).get("cases", []):
+        if c.get("report", {}).get("connections") == connections:
+            return c["report"]["aggregate_bytes_per_s"] / 1e9
+    return None
+
+
+def table_e2e_targets(report, path, tcp_report):
+    cases = {c["name"]: c for c in report["results"]["cases"] if c["report"]}
+    lines = ["| workload | gemm-server | target |", "|---|---|---|"]
+
+    def row(workload, name, figure, target):
+        if name in cases:
+            lines.append(f"| {workload} | {figure(*e2e_figures(cases[name]))} | {target} |")
+
+    row("128^3, 64 in flight, 8 connections", "s128-c64-x8",
+        lambda r, lat, _: f"**{r['requests_per_s']:,.0f} jobs/s, p99 {lat['p99']:.1f} ms**",
+        "50,000 jobs/s, p99 <= 5 ms")
+    row("1024^3, 16 in flight, 4 connections", "m1024-c16-x4",
+        lambda r, lat, _: f"**{r['requests_per_s']:,.0f} jobs/s**, p99 {lat['p99']:.1f} ms", "450 jobs/s")
+    row("one 4096^3 job alone, 1 connection", "one4096",
+        lambda r, lat, _: f"**{lat['p50']:.1f} ms** p50, {lat['p99']:.1f} ms p99", "80 ms")
+    row("one 4096^3 job alone, `--split 4 --connections 4`", "one4096-x4-split4",
+        lambda r, lat, _: f"**{lat['p50']:.1f} ms** p50, {lat['p99']:.1f} ms p99", "80 ms")
+    tcp4 = tcp_rate(tcp_report, 4)
+    row("4096^3, 4 in flight, 4 connections", "four4096-x4",
+        lambda r, lat, gbs: f"**{r['requests_per_s']:.1f} jobs/s, {gbs:.1f} GB/s**" +
+        (f" = {gbs / tcp4:.2f} of 4 TCP connections ({tcp4:.1f} GB/s)" if tcp4 else ""),
+        "0.8 of 4 TCP connections")
+    return lines + ["", provenance(report, path)]
+
+
+def table_tcp(report, path):
+    lines = ["| connections | GB/s (aggregate) | GB/s per connection |", "|---:|---:|---|"]
+    for c in report["results"]["cases"]:
+        r = c.get("report")
+        if r:
+            per = ", ".join(f"{x / 1e9:.1f}" for x in r["per_connection_bytes_per_s"])
+            lines.append(f"| {r['connections']} | {r['aggregate_bytes_per_s'] / 1e9:.2f} | {per} |")
+    return lines + ["", provenance(report, path)]
+
+
+def table_suites(report, path):
+    lines = ["| suite | verdict | tests passed | failed |", "|---|---|---:|---:|"]
+    for s in report["results"]["suites"]:
+        lines.append(f"| `{s['name']}` | {s['verdict']} | {s['passed']} | {s['failed']} |")
+    return lines + ["", provenance(report, path)]
+
+
+def table_soak(report, path):
+    res = report["results"]
+    r = res["report"]
+    return ["| measured | jobs | jobs/s | errors | verified (wrong) | server counts | server RSS start -> end (peak) |",
+            "|---:|---:|---:|---:|---|---|---|",
+            f"| {res['seconds']} s | {r['count']:,} | {r['requests_per_s']:,.0f} | {r['errors']} | "
+            f"{r['verified']:,} ({r['verify_failures']}) | {'agree' if res['server_counts_agree'] else 'disagree'} | "
+            f"{res['rss_mb'][0][1]:,.0f} -> {res['rss_mb'][-1][1]:,.0f} MB ({res['rss_peak_mb']:,.0f}) |",
+            "", provenance(report, path)]
+
+
+# region name -> (scenario, table)
+TABLES = {
+    "kernels": ("kernels", table_kernels),
+    "kernels-by-shape": ("kernels", table_kernels_by_shape),
+    "dispatch": ("dispatch", table_dispatch),
+    "batching": ("batching", table_batching),
+    "single-4096": ("batching", table_single),
+    "e2e": ("e2e", table_e2e),
+    "e2e-breakdown": ("e2e", table_e2e_breakdown),
+    "e2e-targets": ("e2e", None),
+    "tcp": ("tcp", table_tcp),
+    "suites": ("suites", table_suites),
+    "soak": ("soak", table_soak),
+}
+REGION = re.compile(r"(<!-- gemmbench:(?P<gpu>[\w-]+)/(?P<name>[\w-]+):begin -->\n)(?P<body>.*?)"
+                    r"(<!-- gemmbench:(?P=gpu)/(?P=name):end -->)", re.S)
+
+
+def render_region(reports, gpu, name):
+    if name not in TABLES:
+        raise KeyError(f"unknown table {name!r}; one of {', '.join(TABLES)}")
+    scenario, table = TABLES[name]
+    if (gpu, scenario) not in reports:
+        raise KeyError(f"no report bench/baselines/{gpu}/{scenario}.json")
+    report, path = reports[(gpu, scenario)]
+    if name == "e2e-targets":
+        return table_e2e_targets(report, path, reports.get((gpu, "tcp"), (None,))[0])
+    return table(report, path)
+
+
+def kernels_chart(report, png):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("gemmbench: matplotlib not available, no chart written", file=sys.stderr)
+        return
+    rows = report["results"]["rows"]
+    shapes = list(dict.fromkeys(f"{r['m']}x{r['n']}x{r['k']}" for r in rows))
+    kernels = list(dict.fromkeys(r["kernel"] for r in rows))
+    width = 0.8 / len(kernels)
+    fig, ax = plt.subplots(figsize=(11, 5))
+    for i, kernel in enumerate(kernels):
+        xs, ys = [], []
+        for j, shape in enumerate(shapes):
+            for r in rows:
+                if r["kernel"] == kernel and f"{r['m']}x{r['n']}x{r['k']}" == shape and r["status"] == "ok":
+                    xs.append(j + (i - (len(kernels) - 1) / 2) * width)
+                    ys.append(r["tflops"])
+        ax.bar(xs, ys, width, label=kernel)
+    ax.set_xticks(range(len(shapes)))
+    ax.set_xticklabels(shapes)
+    ax.set_yscale("log")
+    ax.set_ylabel("TFLOP/s (FP32, log scale)")
+    ax.set_xlabel("M x N x K")
+    ax.set_title(f"SGEMM v0..v5 and cuBLAS on {report['results']['device']['name']} ({report['date'][:10]})")
+    ax.legend(ncol=len(kernels), fontsize="small")
+    ax.grid(axis="y", which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(png, dpi=120, metadata={"Software": None})
+    plt.close(fig)
+
+
+def command_tables(args):
+    root = os.path.abspath(args.root)
+    baselines = args.baselines or os.path.join(root, "bench", "baselines")
+    reports = load_reports(baselines, root)
+    LINKS["root"] = root
+    stale = []
+    docs = [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md")))
+    for doc in docs:
+        with open(doc) as f:
+            text = f.read()
+        LINKS["doc_dir"] = os.path.dirname(doc)
+
+        def replace(m):
+            body = "\n".join(render_region(reports, m["gpu"], m["name"])) + "\n"
+            return m.group(1) + body + m.group(5)
+
+        try:
+            new = REGION.sub(replace, text)
+        except KeyError as e:
+            sys.exit(f"gemmbench: {os.path.relpath(doc, root)}: {e.args[0]}")
+        if new != text:
+            stale.append(os.path.relpath(doc, root))
+            if not args.check:
+                with open(doc, "w") as f:
+                    f.write(new)
+    if args.check:
+        if stale:
+            print("gemmbench: tables out of date in " + ", ".join(stale) +
+                  "; run bench/gemmbench.py tables", file=sys.stderr)
+            return 1
+        return 0
+    for (gpu, scenario), (report, _) in reports.items():
+        if scenario == "kernels" and not args.no_charts:
+            kernels_chart(report, os.path.join(baselines, gpu, "kernels.png"))
+    print("gemmbench: rewrote " + (", ".join(stale) if stale else "nothing (tables were current)"))
+    return 0

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# gemmbench.py against the real gemm-server and gemm-client on the CPU
+# backend: the e2e and soak scenarios with their tiny --smoke cases write
+# reports that `tables` can render, and the tables in README.md and docs/
+# are the ones the kept baselines give (tables --check).
+#
+#   gemmbench_test.sh GEMMBENCH GEMM_SERVER GEMM_CLIENT
+set -euo pipefail
+gemmbench=$1 server=$2 client=$3
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+bin=$tmp/bin
+mkdir -p "$bin"
+ln -sf "$PWD/$server" "$bin/gemm-server"
+ln -sf "$PWD/$client" "$bin/gemm-client"
+
+python3 "$gemmbench" run --scenario e2e,soak --smoke --backend cpu --bin-dir "$bin" \
+  --out "$tmp/out" | tee "$tmp/run.txt"
+python3 - "$tmp/out" <<'PY'
+import json, sys
+e2e = json.load(open(f"{sys.argv[1]}/e2e.json"))
+assert e2e["scenario"] == "e2e" and e2e["schema_version"] == 1 and e2e["backend"] == "cpu", e2e
+for key in ("date", "host", "gpu", "commit", "command"):
+    assert key in e2e, key
+(case,) = e2e["results"]["cases"]
+r = case["report"]
+assert case["client"]["rc"] == 0 and case["server_exit"] == 0, case
+assert r["errors"] == 0 and r["verify_failures"] == 0 and r["verified"] > 0, r
+assert r["server_side_jobs"] == r["warmup_jobs"] + r["count"], r
+soak = json.load(open(f"{sys.argv[1]}/soak.json"))
+assert soak["results"]["verdict"] == "pass", soak["results"]
+assert len(soak["results"]["rss_mb"]) >= 2
+PY
+
+# tables: the committed documents match the kept baselines ...
+python3 "$gemmbench" tables --check --root .
+# ... and a fresh report renders into a marked region of a copy.
+root=$tmp/root
+mkdir -p "$root/docs" "$root/bench/baselines/cpu"
+echo '# copy' >"$root/README.md"
+cp "$tmp/out/e2e.json" "$tmp/out/soak.json" "$root/bench/baselines/cpu/"
+printf '# t\n<!-- gemmbench:cpu/e2e:begin -->\nstale\n<!-- gemmbench:cpu/e2e:end -->\n<!-- gemmbench:cpu/soak:begin -->\n<!-- gemmbench:cpu/soak:end -->\n' \
+  >"$root/docs/t.md"
+python3 "$gemmbench" tables --root "$root" --no-charts
+grep -q '^| smoke | `--shapes 64x64x64' "$root/docs/t.md"
+grep -q 'cpu backend' "$root/docs/t.md"
+! grep -q stale "$root/docs/t.md"
+python3 "$gemmbench" tables --check --root "$root"
+echo PASS
