@@ -80,7 +80,7 @@ def command_run(args):
             json.dump(report, f, indent=1)
             f.write("\n")
         lines = summarize(results)
-        failed |= any("fail" in line.lower() for line in lines)
+        failed |= has_failure(results)
         summary.append((name, [f"report: {path} ({report['seconds']} s)"] + lines))
     shutil.rmtree(env.work, ignore_errors=True)
     gpu = env.gpus[0]["name"] if env.gpus else "no GPU"
@@ -90,6 +90,18 @@ def command_run(args):
         for line in lines:
             print(f"   {line}")
     return 1 if failed else 0
+
+
+def has_failure(results):
+    """True when any part of a scenario's results says it failed: a verdict
+    of "fail", or a program's non-zero exit code."""
+    if isinstance(results, dict):
+        if results.get("verdict") == "fail" or results.get("rc", 0) not in (0, None):
+            return True
+        return any(has_failure(v) for v in results.values())
+    if isinstance(results, list):
+        return any(has_failure(v) for v in results)
+    return False
 
 
 def main():
