@@ -32,9 +32,17 @@ struct GemmProblem {
   uint64_t a_elements() const { return uint64_t{m} * k; }
   uint64_t b_elements() const { return uint64_t{k} * n; }
   uint64_t c_elements() const { return uint64_t{m} * n; }
-  // Bytes of A, B and C together.
+  // Bytes of A, B and C together; UINT64_MAX when that does not fit in 64
+  // bits (any dimension may be near 2^32), so that a size limit refuses it
+  // instead of seeing the wrapped-around remainder.
   uint64_t total_bytes() const {
-    return 4 * (a_elements() + b_elements() + c_elements());
+    uint64_t elements = 0, bytes = 0;
+    if (__builtin_add_overflow(a_elements(), b_elements(), &elements) ||
+        __builtin_add_overflow(elements, c_elements(), &elements) ||
+        __builtin_mul_overflow(elements, uint64_t{4}, &bytes)) {
+      return UINT64_MAX;
+    }
+    return bytes;
   }
   // Row strides of the stored (packed) matrices, at least 1.
   uint32_t lda() const { return std::max<uint32_t>(1, trans_a ? m : k); }

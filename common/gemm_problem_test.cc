@@ -33,6 +33,16 @@ TEST(GemmProblemTest, LargestDimensionsDoNotWrapElementCounts) {
   EXPECT_EQ(p.c_elements(), uint64_t{0xffffffffu} * 0xffffffffu);
 }
 
+TEST(GemmProblemTest, TotalBytesSaturatesInsteadOfWrapping) {
+  // 4 * 3 * 2^62 wraps to 0 modulo 2^64.
+  GemmProblem p{.m = 1u << 31, .n = 1u << 31, .k = 1u << 31};
+  EXPECT_EQ(p.total_bytes(), UINT64_MAX);
+  GemmProblem q{.m = 0xffffffffu, .n = 0xffffffffu, .k = 0xffffffffu};
+  EXPECT_EQ(q.total_bytes(), UINT64_MAX);
+  GemmProblem r{.m = 1u << 16, .n = 1u << 16, .k = 1u << 16};
+  EXPECT_EQ(r.total_bytes(), 12ull << 32);
+}
+
 TEST(GemmProblemTest, ToStringNamesTransposes) {
   GemmProblem p{.m = 1000, .n = 999, .k = 777};
   EXPECT_EQ(p.ToString(), "1000x999x777");

@@ -30,7 +30,16 @@ absl::Status CheckBytes(const char* field, uint64_t got, uint64_t expected,
       s.trans_b ? " trans_b" : "", got));
 }
 
+// Longer than any kernel name a server has.
+constexpr size_t kMaxKernelNameBytes = 64;
+
 }  // namespace
+
+std::string QuoteClientText(absl::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return absl::StrCat("'", text, "'");
+  return absl::StrCat("'", text.substr(0, max_bytes), "...' (", text.size(),
+                      " bytes)");
+}
 
 absl::StatusOr<JobSpec> ValidateParams(const v1::GemmParams& params,
                                        const ServiceLimits& limits,
@@ -54,6 +63,11 @@ absl::StatusOr<JobSpec> ValidateParams(const v1::GemmParams& params,
   problem.alpha = params.alpha();
   problem.beta = params.beta();
   spec.timeout = absl::Milliseconds(params.timeout_ms());
+  if (params.kernel().size() > kMaxKernelNameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("params.kernel: unknown kernel ",
+                     QuoteClientText(params.kernel()), "; see Info's kernels"));
+  }
   ASSIGN_OR_RETURN(spec.kernel, executor.ResolveKernel(problem, params.kernel()));
   return spec;
 }

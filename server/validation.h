@@ -13,6 +13,7 @@
 #define GEMM_SERVER_VALIDATION_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -36,6 +37,12 @@ struct ServiceLimits {
   // no faster: docs/performance.md).
   uint64_t result_chunk_bytes = uint64_t{1} << 20;
 };
+
+// Text from a client, quoted for a status message: at most `max_bytes` of
+// it, and its length when cut ("'xxxx...' (100000 bytes)"), so that an error
+// never grows with the request (a long echo can exceed the caller's
+// metadata limit).
+std::string QuoteClientText(absl::string_view text, size_t max_bytes = 64);
 
 // Validates `params` against the limits and resolves its kernel through
 // `executor`.

@@ -1,5 +1,8 @@
 #include "server/validation.h"
 
+#include <string>
+#include <tuple>
+
 #include "gtest/gtest.h"
 #include "server/cpu_executor.h"
 
@@ -52,6 +55,31 @@ TEST_F(ValidationTest, ZeroDimensionsNameTheField) {
               absl::StatusCode::kInvalidArgument, "params.n");
   EXPECT_TRUE(ValidateParams(Params(5, 5, 0), limits_, *executor_).ok())
       << "K = 0 is a valid GEMM: C = beta * C";
+}
+
+// Issue 11, defect 1: with --max-dim 4294967295, m = n = k = 2^31 made
+// A+B+C wrap to 0 bytes modulo 2^64 and the job was accepted with a 0-byte C.
+TEST_F(ValidationTest, SizesThatWouldWrapAreOverTheJobLimit) {
+  limits_.max_dim = 0xffffffffu;
+  for (const auto& [m, n, k] : {std::tuple<uint32_t, uint32_t, uint32_t>{
+                                    1u << 31, 1u << 31, 1u << 31},
+                                {1u << 30, 1u << 31, 1u << 31},
+                                {0xffffffffu, 0xffffffffu, 0xffffffffu}}) {
+    ExpectError(ValidateParams(Params(m, n, k), limits_, *executor_).status(),
+                absl::StatusCode::kResourceExhausted, "max_job_bytes");
+  }
+}
+
+// Issue 11, defect 4: a 100,000-character kernel name was echoed whole into
+// the status message, past the client's metadata limit.
+TEST_F(ValidationTest, QuotesAnUnknownKernelNameTruncated) {
+  v1::GemmParams p = Params(2, 2, 2);
+  p.set_kernel(std::string(100000, 'x'));
+  const absl::Status s = ValidateParams(p, limits_, *executor_).status();
+  ExpectError(s, absl::StatusCode::kInvalidArgument, "params.kernel");
+  EXPECT_LT(s.message().size(), 300u) << s.message().substr(0, 400);
+  EXPECT_NE(s.message().find("100000 bytes"), absl::string_view::npos)
+      << s.message();
 }
 
 TEST_F(ValidationTest, LimitsGiveResourceExhausted) {
