@@ -4,7 +4,12 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/stubs/common.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "grpc/slice.h"
 
 namespace gemm::wire {
@@ -98,6 +103,42 @@ class PieceCursor {
   size_t index_ = 0;
   size_t offset_ = 0;
 };
+
+// The path ("params.kernel") of the first string field in `bytes`, a
+// serialized `type`, whose value is not valid UTF-8; empty when there is
+// none, or when the bytes are malformed in another way (protobuf's parser
+// then says no on its own). Checked before protobuf parses, so that the
+// field is named and protobuf does not log a line for every such message.
+std::string FindInvalidUtf8(const google::protobuf::Descriptor& type,
+                            absl::string_view bytes, int depth = 0) {
+  using google::protobuf::FieldDescriptor;
+  using google::protobuf::internal::WireFormatLite;
+  google::protobuf::io::CodedInputStream in(
+      reinterpret_cast<const uint8_t*>(bytes.data()),
+      static_cast<int>(bytes.size()));
+  while (true) {
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) return "";
+    const FieldDescriptor* field = type.FindFieldByNumber(tag >> 3);
+    if ((tag & 7) != WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      if (!WireFormatLite::SkipField(&in, tag)) return "";
+      continue;
+    }
+    uint32_t size = 0;
+    std::string value;
+    if (!in.ReadVarint32(&size) || !in.ReadString(&value, size)) return "";
+    if (field == nullptr) continue;
+    if (field->type() == FieldDescriptor::TYPE_STRING &&
+        !google::protobuf::internal::IsStructurallyValidUTF8(value)) {
+      return field->name();
+    }
+    if (field->type() == FieldDescriptor::TYPE_MESSAGE && depth < 8) {
+      const std::string inner =
+          FindInvalidUtf8(*field->message_type(), value, depth + 1);
+      if (!inner.empty()) return absl::StrCat(field->name(), ".", inner);
+    }
+  }
+}
 
 void AppendVarint(uint64_t value, std::string* out) {
   while (value >= 0x80) {
@@ -303,6 +344,11 @@ absl::Status MergeWithPieces(const Pieces& input,
         return malformed("groups (wire types 3 and 4) are not accepted");
     }
   }
+  if (const std::string field = FindInvalidUtf8(*header->GetDescriptor(), rest);
+      !field.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": not valid UTF-8 (a string field)"));
+  }
   if (!header->MergeFromString(rest)) return malformed("bad fields");
   return absl::OkStatus();
 }
@@ -408,6 +454,9 @@ absl::Status DecodeStreamRequest(const grpc::ByteBuffer& buffer,
   s = DecodeGemmRequestPieces(pieces[1], /*embedded=*/true, &out->job,
                               &out->job_a, &out->job_b, &out->job_c);
   out->has_job = s.ok();
+  if (!s.ok() && !absl::StartsWith(s.message(), "malformed")) {
+    return absl::InvalidArgumentError(absl::StrCat("job.", s.message()));
+  }
   return s;
 }
 

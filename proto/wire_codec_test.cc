@@ -1,5 +1,8 @@
 #include "proto/wire_codec.h"
 
+#include "absl/strings/match.h"
+#include "google/protobuf/stubs/logging.h"
+
 #include <string>
 #include <vector>
 
@@ -171,6 +174,45 @@ TEST(WireCodecTest, EachOccurrenceOfAMessageFieldMustParseOnItsOwn) {
   DecodedResponse decoded;
   EXPECT_EQ(DecodeStreamResponse(Cut(wire, 2), &decoded).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+int protobuf_log_lines = 0;
+void CountLogLine(google::protobuf::LogLevel, const char*, int,
+                  const std::string&) {
+  ++protobuf_log_lines;
+}
+
+// Issue 11, defect 8 and issue 12, item 5: an invalid UTF-8 kernel name was
+// "malformed GemmRequest: bad fields" and one protobuf log line per message.
+TEST(WireCodecTest, InvalidUtf8IsNamedAndNotLogged) {
+  v1::StreamRequest header;
+  header.set_job_id(3);
+  header.mutable_params()->set_kernel("v5");
+  std::string wire = header.SerializeAsString();
+  wire.replace(wire.find("v5"), 2, "\xff\xfe");
+  v1::StreamRequest whole;
+  whole.set_job_id(4);
+  whole.mutable_job()->mutable_params()->set_kernel("v5");
+  std::string whole_wire = whole.SerializeAsString();
+  whole_wire.replace(whole_wire.find("v5"), 2, "\xc3\x28");
+
+  protobuf_log_lines = 0;
+  google::protobuf::LogHandler* old = google::protobuf::SetLogHandler(&CountLogLine);
+  DecodedRequest decoded;
+  const absl::Status s = DecodeStreamRequest(Cut(wire, 3), &decoded);
+  const absl::Status w = DecodeStreamRequest(Cut(whole_wire, 4), &decoded);
+  DecodedGemmRequest unary;
+  const absl::Status u = DecodeGemmRequest(
+      Cut(whole_wire.substr(whole_wire.find('\x3a') + 2), 5), &unary);
+  google::protobuf::SetLogHandler(old);
+
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(s.message(), "params.kernel: not valid UTF-8"))
+      << s;
+  EXPECT_TRUE(absl::StartsWith(w.message(), "job.params.kernel: not valid"))
+      << w;
+  EXPECT_TRUE(absl::StartsWith(u.message(), "params.kernel: not valid")) << u;
+  EXPECT_EQ(protobuf_log_lines, 0);
 }
 
 TEST(WireCodecTest, EncodedChunkIsAStreamResponseAndKeepsItsOwnerAlive) {
