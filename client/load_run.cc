@@ -1,0 +1,376 @@
+#include "client/load_run.h"
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "client/load_summary.h"
+#include "common/reference_gemm.h"
+
+namespace gemm::client {
+namespace {
+
+using Clock = LoadRun::Clock;
+
+double Seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+double Millis(Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+}  // namespace
+
+// Operands of one shape, made once; its float64 answer when verifying.
+struct LoadRun::ShapeData {
+  WeightedShape shape;
+  std::vector<float> a, b;
+  std::vector<double> want;
+};
+
+// One dispatcher thread and what it owns: every n-th stream, its RNG, its
+// share of the concurrency cap and of the rate, and the records of its jobs.
+// Completions of its jobs take only its lock, so dispatchers do not contend
+// with each other.
+struct LoadRun::Dispatcher {
+  // Whether another job may start under this dispatcher's cap.
+  bool BelowCap() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return cap == 0 || in_flight < cap;
+  }
+
+  int index = 0;
+  std::vector<int> slots;  // indices into LoadRun::streams_
+  uint64_t next_slot = 0;
+  uint64_t cap = 0;  // jobs outstanding at once; 0 = no cap
+  double rate = 0;   // jobs started per second; 0 = closed loop
+  std::mt19937_64 random;
+  std::discrete_distribution<int> pick_shape;
+  // Streams that broke and were replaced; finished at the end, since a
+  // stream cannot be destroyed from its own callbacks.
+  std::vector<std::unique_ptr<JobStream>> broken_streams;
+  uint64_t stream_restarts = 0;
+  std::thread thread;
+
+  mutable absl::Mutex mu;
+  std::vector<std::unique_ptr<float[]>> free_buffers ABSL_GUARDED_BY(mu);
+  std::vector<JobRecord> records ABSL_GUARDED_BY(mu);
+  uint64_t in_flight ABSL_GUARDED_BY(mu) = 0;
+  uint64_t completed ABSL_GUARDED_BY(mu) = 0;
+  uint64_t errors ABSL_GUARDED_BY(mu) = 0;
+  uint64_t verified ABSL_GUARDED_BY(mu) = 0;
+  uint64_t verify_failures ABSL_GUARDED_BY(mu) = 0;
+  std::vector<double> last_second_ms ABSL_GUARDED_BY(mu);
+  std::map<absl::StatusCode, std::string> error_sample ABSL_GUARDED_BY(mu);
+};
+
+LoadRun::LoadRun(GemmClient* client, const LoadOptions& options)
+    : client_(client), options_(options) {}
+
+LoadRun::~LoadRun() = default;
+
+void LoadRun::Prepare() {
+  uint64_t seed = options_.seed;
+  for (const WeightedShape& shape : options_.shapes) {
+    ShapeData data;
+    data.shape = shape;
+    const GemmProblem& problem = shape.problem;
+    data.a.resize(problem.a_elements());
+    data.b.resize(problem.b_elements());
+    FillRandom(data.a.data(), data.a.size(), seed++);
+    FillRandom(data.b.data(), data.b.size(), seed++);
+    if (options_.verify_every > 0) {
+      data.want = ReferenceGemm(problem, data.a.data(), data.b.data(), nullptr);
+    }
+    out_floats_ = std::max<size_t>(out_floats_, problem.c_elements());
+    shape_weights_.push_back(shape.weight);
+    shapes_.push_back(std::move(data));
+  }
+  for (const std::string& target : client_->channel_targets()) {
+    if (std::find(targets_.begin(), targets_.end(), target) == targets_.end()) {
+      targets_.push_back(target);
+    }
+  }
+  // OpenStream() rotates over the channels, so stream i is on channel
+  // i % channels.
+  const size_t channels = client_->channel_targets().size() *
+                          std::max(options_.streams_per_connection, 1);
+  for (size_t i = 0; i < channels; ++i) {
+    streams_.push_back(client_->OpenStream());
+    stream_target_.push_back(TargetIndex(streams_.back()->target()));
+  }
+
+  // One dispatcher per stream, but never more than the cap allows jobs (a
+  // dispatcher with a cap share of 0 could send nothing); a dispatcher then
+  // owns several streams and rotates over them.
+  const uint64_t cap = options_.concurrency > 0 ? options_.concurrency : 0;
+  const size_t count =
+      cap > 0 ? std::min<size_t>(channels, cap) : std::max<size_t>(channels, 1);
+  for (size_t i = 0; i < count; ++i) {
+    auto d = std::make_unique<Dispatcher>();
+    d->index = static_cast<int>(i);
+    for (size_t slot = i; slot < channels; slot += count) {
+      d->slots.push_back(static_cast<int>(slot));
+    }
+    // Split evenly; the first cap % count dispatchers take one more.
+    if (cap > 0) d->cap = cap / count + (i < cap % count ? 1 : 0);
+    d->rate = options_.rate / count;
+    // Dispatcher 0 draws exactly what the single dispatcher used to.
+    d->random.seed(options_.seed + i * 0x9E3779B97F4A7C15ull);
+    d->pick_shape = std::discrete_distribution<int>(shape_weights_.begin(),
+                                                    shape_weights_.end());
+    {
+      absl::MutexLock lock(&d->mu);
+      d->records.reserve(4096);
+    }
+    dispatchers_.push_back(std::move(d));
+  }
+}
+
+int LoadRun::TargetIndex(const std::string& target) const {
+  return static_cast<int>(std::find(targets_.begin(), targets_.end(), target) -
+                          targets_.begin());
+}
+
+void LoadRun::DispatchLoop(Dispatcher* d, Clock::time_point warmup_end,
+                           Clock::time_point stop_at) {
+  const bool by_count = options_.count > 0;
+  const Clock::time_point start =
+      warmup_end - absl::ToChronoNanoseconds(options_.warmup);
+  std::exponential_distribution<double> poisson_gap(d->rate > 0 ? d->rate
+                                                                : 1.0);
+  // Dispatchers start out of phase: with constant gaps, dispatcher i of n
+  // starts i/rate late so that together they start a job every 1/rate;
+  // with Poisson gaps each draws its first gap (the sum of independent
+  // Poisson processes is one of the summed rate).
+  Clock::time_point next_arrival = start;
+  if (options_.rate > 0 && d->index > 0) {
+    const double offset_s =
+        options_.poisson ? poisson_gap(d->random) : d->index / options_.rate;
+    next_arrival += std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(offset_s));
+  }
+  const absl::Condition below_cap(d, &Dispatcher::BelowCap);
+  while (true) {
+    // Wait for a free worker (closed loop) or room under the cap.
+    {
+      absl::MutexLock lock(&d->mu);
+      while (!d->BelowCap()) {
+        d->mu.AwaitWithTimeout(below_cap, absl::Milliseconds(50));
+        if (!by_count && Clock::now() >= stop_at) break;
+      }
+    }
+    Clock::time_point scheduled;
+    if (options_.rate > 0) {
+      scheduled = next_arrival;
+      const double gap_s =
+          options_.poisson ? poisson_gap(d->random) : 1.0 / d->rate;
+      next_arrival += std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(gap_s));
+    } else {
+      scheduled = Clock::now();
+    }
+    const bool measured = scheduled >= warmup_end;
+    if (by_count) {
+      // Claimed before sleeping, so that exactly `count` measured jobs start
+      // over all dispatchers.
+      if (measured && measured_claimed_.fetch_add(1) >= options_.count) break;
+    } else if (scheduled >= stop_at) {
+      break;
+    }
+    if (options_.rate > 0) std::this_thread::sleep_until(scheduled);
+    Dispatch(d, scheduled, measured);
+  }
+  for (int slot : d->slots) streams_[slot]->Finish().IgnoreError();
+  for (auto& stream : d->broken_streams) stream->Finish().IgnoreError();
+}
+
+void LoadRun::Dispatch(Dispatcher* d, Clock::time_point scheduled,
+                       bool measured) {
+  const int shape = d->pick_shape(d->random);
+  const int slot = d->slots[d->next_slot++ % d->slots.size()];
+  if (streams_[slot]->done()) {
+    // The stream broke (e.g. the server went away): reopen it; the old one
+    // is kept until the end, since it cannot be destroyed from its own
+    // callbacks.
+    d->broken_streams.push_back(std::move(streams_[slot]));
+    streams_[slot] = client_->OpenStream();
+    stream_target_[slot] = TargetIndex(streams_[slot]->target());
+    ++d->stream_restarts;
+  }
+  float* out;
+  {
+    absl::MutexLock lock(&d->mu);
+    if (d->free_buffers.empty()) {
+      d->free_buffers.push_back(std::make_unique<float[]>(out_floats_));
+    }
+    out = d->free_buffers.back().release();
+    d->free_buffers.pop_back();
+    ++d->in_flight;
+  }
+  const ShapeData& data = shapes_[shape];
+  GemmArgs args;
+  args.problem = data.shape.problem;
+  args.kernel = options_.kernel;
+  args.timeout_ms = options_.job_timeout_ms;
+  args.a = data.a.data();
+  args.b = data.b.data();
+  const uint64_t seq = sent_.fetch_add(1, std::memory_order_relaxed);
+  if (!measured) warmup_jobs_.fetch_add(1, std::memory_order_relaxed);
+  const int target = stream_target_[slot];
+  GemmCallback done = [this, d, shape, target, out, seq, scheduled,
+                       measured](absl::StatusOr<v1::Timing> result) {
+    OnEnd(d, shape, target, out, seq, scheduled, measured, std::move(result));
+  };
+  if (client_->WouldSplit(args)) {
+    // Its parts go out on several channels at once, not on this stream.
+    server_side_jobs_.fetch_add(client_->options().split_rows,
+                                std::memory_order_relaxed);
+    client_->GemmAsync(args, out, std::move(done));
+  } else {
+    server_side_jobs_.fetch_add(1, std::memory_order_relaxed);
+    streams_[slot]->Submit(args, out, std::move(done));
+  }
+}
+
+void LoadRun::OnEnd(Dispatcher* d, int shape, int target, float* out,
+                    uint64_t seq, Clock::time_point start, bool measured,
+                    absl::StatusOr<v1::Timing> result) {
+  JobRecord record;
+  record.end = Clock::now();
+  record.start = start;
+  record.shape = shape;
+  record.target = target;
+  record.measured = measured;
+  record.code = result.status().code();
+  bool checked = false, good = true;
+  if (result.ok()) {
+    record.timing = std::move(*result);
+    if (options_.verify_every > 0 && seq % options_.verify_every == 0) {
+      checked = true;
+      good = RelativeFrobeniusError(out, shapes_[shape].want) <= 1e-5;
+    }
+  }
+  absl::MutexLock lock(&d->mu);
+  if (!result.ok() && d->error_sample.count(record.code) == 0) {
+    d->error_sample[record.code] = std::string(result.status().message());
+  }
+  d->free_buffers.emplace_back(out);
+  --d->in_flight;
+  ++d->completed;
+  if (!result.ok()) ++d->errors;
+  if (checked) {
+    ++d->verified;
+    if (!good) ++d->verify_failures;
+  }
+  if (result.ok() && options_.on_progress) {
+    d->last_second_ms.push_back(Millis(record.end - start));
+  }
+  d->records.push_back(std::move(record));
+}
+
+void LoadRun::ReportProgress(Clock::time_point start,
+                             Clock::time_point warmup_end) {
+  LoadProgress progress;
+  const Clock::time_point now = Clock::now();
+  progress.elapsed_s = Seconds(now - start);
+  progress.warming_up = now < warmup_end;
+  progress.sent = sent_.load(std::memory_order_relaxed);
+  std::vector<double> last;
+  for (const auto& d : dispatchers_) {
+    std::vector<double> mine;
+    {
+      absl::MutexLock lock(&d->mu);
+      progress.completed += d->completed;
+      progress.errors += d->errors;
+      progress.in_flight += d->in_flight;
+      mine.swap(d->last_second_ms);
+    }
+    last.insert(last.end(), mine.begin(), mine.end());
+  }
+  std::sort(last.begin(), last.end());
+  progress.last_second_rps = last.size();
+  progress.last_second_p50_ms = NearestRankPercentile(last, 50);
+  progress.last_second_p99_ms = NearestRankPercentile(last, 99);
+  options_.on_progress(progress);
+}
+
+LoadReport LoadRun::Run() {
+  Prepare();
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point warmup_end =
+      start + absl::ToChronoNanoseconds(options_.warmup);
+  const Clock::time_point stop_at =
+      warmup_end + absl::ToChronoNanoseconds(options_.duration);
+
+  std::atomic<bool> running{true};
+  std::thread progress_thread;
+  if (options_.on_progress) {
+    progress_thread = std::thread([&] {
+      Clock::time_point next = start + std::chrono::seconds(1);
+      while (running.load()) {
+        std::this_thread::sleep_until(
+            std::min(next, Clock::now() + std::chrono::milliseconds(50)));
+        if (Clock::now() < next) continue;
+        next += std::chrono::seconds(1);
+        ReportProgress(start, warmup_end);
+      }
+    });
+  }
+  for (auto& d : dispatchers_) {
+    Dispatcher* dispatcher = d.get();
+    d->thread = std::thread([this, dispatcher, warmup_end, stop_at] {
+      DispatchLoop(dispatcher, warmup_end, stop_at);
+    });
+  }
+  for (auto& d : dispatchers_) d->thread.join();
+  running.store(false);
+  if (progress_thread.joinable()) progress_thread.join();
+  return ReportOf(warmup_end);
+}
+
+LoadReport LoadRun::ReportOf(Clock::time_point measure_start) const {
+  LoadReport report;
+  report.mode = options_.rate > 0 ? "rate" : "concurrency";
+  report.targets = client_->channel_targets();
+  report.connections = static_cast<int>(client_->channel_targets().size());
+  report.streams = static_cast<int>(streams_.size());
+  report.concurrency = options_.concurrency;
+  report.rate = options_.rate;
+  report.arrivals = options_.rate == 0 ? "closed-loop"
+                    : options_.poisson ? "poisson"
+                                       : "constant";
+  std::vector<std::string> shape_names;
+  for (const ShapeData& data : shapes_) {
+    shape_names.push_back(
+        absl::StrCat(data.shape.problem.ToString(), ":", data.shape.weight));
+  }
+  report.shapes = absl::StrJoin(shape_names, ",");
+  report.kernel = options_.kernel;
+  report.warmup_s = absl::ToDoubleSeconds(options_.warmup);
+  report.warmup_jobs = warmup_jobs_.load();
+  report.server_side_jobs = server_side_jobs_.load();
+  std::vector<GemmProblem> problems;
+  for (const ShapeData& data : shapes_) problems.push_back(data.shape.problem);
+  LoadSummary summary(std::move(problems), targets_, measure_start);
+  std::map<absl::StatusCode, std::string> error_sample;
+  for (const auto& d : dispatchers_) {
+    absl::MutexLock lock(&d->mu);
+    report.stream_restarts += d->stream_restarts;
+    report.verified += d->verified;
+    report.verify_failures += d->verify_failures;
+    // The first dispatcher's sample of a code wins.
+    error_sample.insert(d->error_sample.begin(), d->error_sample.end());
+    for (const JobRecord& record : d->records) summary.Add(record);
+  }
+  for (const auto& [code, message] : error_sample) {
+    report.error_sample[absl::StatusCodeToString(code)] = message;
+  }
+  summary.FillReport(&report);
+  return report;
+}
+
+}  // namespace gemm::client

@@ -1,0 +1,77 @@
+// LoadRun: one run of the load test behind RunLoad() (load_generator.h):
+// the operands of each shape, one JobStream per channel (times
+// streams_per_connection), the dispatcher threads that start jobs on them
+// (closed loop or at a rate), the record of every ended job, the progress
+// callback, and the LoadReport summarised from the records.
+//
+// Thread-safety: Run() is called once, from one thread; it starts and joins
+// the dispatcher threads and the progress thread itself.
+//
+//   LoadRun run(client, options);
+//   LoadReport report = run.Run();
+//   std::cout << FormatReportText(report);
+#ifndef GEMM_CLIENT_LOAD_RUN_H_
+#define GEMM_CLIENT_LOAD_RUN_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/gemm_client.h"
+#include "client/load_generator.h"
+#include "client/load_report.h"
+
+namespace gemm::client {
+
+class LoadRun {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  LoadRun(GemmClient* client, const LoadOptions& options);
+  ~LoadRun();
+
+  // Runs the dispatchers until the count or the duration is reached and
+  // summarises what they recorded. Call once.
+  LoadReport Run();
+
+ private:
+  struct ShapeData;
+  struct Dispatcher;
+
+  void Prepare();
+  int TargetIndex(const std::string& target) const;
+  void DispatchLoop(Dispatcher* d, Clock::time_point warmup_end,
+                    Clock::time_point stop_at);
+  void Dispatch(Dispatcher* d, Clock::time_point scheduled, bool measured);
+  void OnEnd(Dispatcher* d, int shape, int target, float* out, uint64_t seq,
+             Clock::time_point start, bool measured,
+             absl::StatusOr<v1::Timing> result);
+  void ReportProgress(Clock::time_point start, Clock::time_point warmup_end);
+  LoadReport ReportOf(Clock::time_point measure_start) const;
+
+  GemmClient* const client_;
+  const LoadOptions options_;
+  std::vector<ShapeData> shapes_;
+  std::vector<double> shape_weights_;
+  std::vector<std::string> targets_;  // distinct addresses
+  size_t out_floats_ = 0;
+
+  // Streams, one per channel; slot i is touched only by the dispatcher that
+  // owns it (i % dispatchers_.size()).
+  std::vector<std::unique_ptr<JobStream>> streams_;
+  std::vector<int> stream_target_;
+  std::vector<std::unique_ptr<Dispatcher>> dispatchers_;
+
+  // Shared by the dispatchers; exact because each is one atomic step.
+  std::atomic<uint64_t> sent_{0};              // jobs started, warm-up included
+  std::atomic<uint64_t> warmup_jobs_{0};       // of them, in the warm-up
+  std::atomic<uint64_t> measured_claimed_{0};  // --count: measured starts
+  std::atomic<uint64_t> server_side_jobs_{0};  // split jobs count their parts
+};
+
+}  // namespace gemm::client
+
+#endif  // GEMM_CLIENT_LOAD_RUN_H_

@@ -1,0 +1,134 @@
+#include "client/run_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "absl/strings/str_format.h"
+#include "client/npy.h"
+#include "common/reference_gemm.h"
+
+namespace gemm::client {
+namespace {
+
+// An operand from .npy that must have the rows and columns the shape needs.
+absl::Status LoadOperand(const std::string& path, const char* name,
+                         uint64_t rows, uint64_t cols,
+                         std::vector<float>* out) {
+  auto matrix = ReadNpy(path);
+  if (!matrix.ok()) return matrix.status();
+  if (matrix->rows != rows || matrix->cols != cols) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--%s %s: is %dx%d, the shape needs %dx%d", name, path,
+                        matrix->rows, matrix->cols, rows, cols));
+  }
+  *out = std::move(matrix->data);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RunOperands> PrepareOperands(const RunOptions& options) {
+  RunOperands operands;
+  GemmProblem& p = operands.problem;
+  p = options.problem;
+  // Shapes come from the files where given.
+  if (!options.a_path.empty()) {
+    auto matrix = ReadNpy(options.a_path);
+    if (!matrix.ok()) return matrix.status();
+    p.m = p.trans_a ? matrix->cols : matrix->rows;
+    p.k = p.trans_a ? matrix->rows : matrix->cols;
+    operands.a = std::move(matrix->data);
+  }
+  if (!options.b_path.empty()) {
+    auto matrix = ReadNpy(options.b_path);
+    if (!matrix.ok()) return matrix.status();
+    const uint64_t kb = p.trans_b ? matrix->cols : matrix->rows;
+    p.n = p.trans_b ? matrix->rows : matrix->cols;
+    if (!options.a_path.empty() && kb != p.k) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--b %s: has K=%d, but --a gives K=%d", options.b_path, kb, p.k));
+    }
+    p.k = kb;
+    operands.b = std::move(matrix->data);
+  }
+  if (options.a_path.empty() || options.b_path.empty()) {
+    if (operands.a.empty()) {
+      operands.a.resize(p.a_elements());
+      FillRandom(operands.a.data(), operands.a.size(), options.seed);
+    }
+    if (operands.b.empty()) {
+      operands.b.resize(p.b_elements());
+      FillRandom(operands.b.data(), operands.b.size(), options.seed + 1);
+    }
+  }
+  if (!options.c_path.empty()) {
+    absl::Status s = LoadOperand(options.c_path, "c", p.m, p.n, &operands.c);
+    if (!s.ok()) return s;
+  } else if (p.beta != 0.0f) {
+    operands.c.resize(p.c_elements());
+    FillRandom(operands.c.data(), operands.c.size(), options.seed + 2);
+  }
+  return operands;
+}
+
+absl::StatusOr<int> RunGemms(GemmClient* client, const RunOptions& options,
+                             const RunOperands& operands,
+                             const std::string& server, std::FILE* out) {
+  const GemmProblem& p = operands.problem;
+  GemmArgs args;
+  args.problem = p;
+  args.kernel = options.kernel;
+  args.timeout_ms = options.job_timeout_ms;
+  args.a = operands.a.data();
+  args.b = operands.b.data();
+  args.c = operands.c.empty() ? nullptr : operands.c.data();
+
+  std::vector<double> want;
+  if (options.verify) {
+    want = ReferenceGemm(p, args.a, args.b, args.c);
+  }
+  const double mb_moved =
+      (4.0 * (operands.a.size() + operands.b.size() + operands.c.size()) +
+       4.0 * p.m * p.n) /
+      1e6;
+  absl::FPrintF(out, "GEMM %s alpha=%g beta=%g kernel=%s via %s\n",
+                p.ToString(), p.alpha, p.beta, options.kernel, server);
+  std::vector<float> c(p.c_elements());
+  int failures = 0;
+  for (int i = 0; i < options.repeat; ++i) {
+    // Poison the output, so that an unwritten element cannot pass.
+    std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<v1::Timing> timing = client->Gemm(args, c.data());
+    const double client_ms = std::chrono::duration<double, std::milli>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count();
+    if (!timing.ok()) return timing.status();
+    absl::FPrintF(
+        out,
+        "run %d: client %.3f ms | server %.3f ms = queue %.3f + h2d %.3f + "
+        "compute %.3f + d2h %.3f | batch %u | %s on %s | %.1f GFLOP/s "
+        "compute, %.1f end to end | %.1f MB moved",
+        i + 1, client_ms, timing->server_ms(), timing->queue_ms(),
+        timing->h2d_ms(), timing->compute_ms(), timing->d2h_ms(),
+        timing->batch_size(), timing->kernel(), timing->device(),
+        timing->gflops(), p.flops() / (client_ms * 1e6), mb_moved);
+    if (options.verify) {
+      const double err = RelativeFrobeniusError(c.data(), want);
+      const bool ok = err <= 1e-5;
+      if (!ok) ++failures;
+      absl::FPrintF(out, " | rel. error %.2e vs float64 %s", err,
+                    ok ? "OK" : "FAILED (> 1e-5)");
+    }
+    absl::FPrintF(out, "\n");
+  }
+  if (!options.out_path.empty()) {
+    absl::Status s = WriteNpy(options.out_path, p.m, p.n, c.data());
+    if (!s.ok()) return s;
+    absl::FPrintF(out, "wrote C to %s\n", options.out_path);
+  }
+  return failures;
+}
+
+}  // namespace gemm::client
