@@ -456,9 +456,7 @@ std::vector<DeviceDescription> CudaExecutor::devices() const {
 }
 
 std::vector<std::string> CudaExecutor::kernels() const {
-  std::vector<std::string> names = KernelRegistry::Global().Names();
-  if (!options_.fail_kernel.empty()) names.push_back(options_.fail_kernel);
-  return names;
+  return KernelRegistry::Global().Names();
 }
 
 absl::StatusOr<std::string> CudaExecutor::ResolveKernel(
@@ -470,9 +468,6 @@ absl::StatusOr<std::string> CudaExecutor::ResolveKernel(
         shape.ToString(), needed, smallest_budget_));
   }
   if (requested.empty() || requested == "auto") return policy_.Choose(shape);
-  if (!options_.fail_kernel.empty() && requested == options_.fail_kernel) {
-    return std::string(requested);
-  }
   if (KernelRegistry::Global().Find(std::string(requested)) != nullptr) {
     return std::string(requested);
   }
@@ -501,11 +496,6 @@ absl::Status CudaExecutor::Execute(const Batch& batch) {
   }
   if (live.empty()) return absl::OkStatus();
   const JobSpec& spec = live.front()->spec();
-  if (!options_.fail_kernel.empty() && spec.kernel == options_.fail_kernel) {
-    return absl::InternalError(absl::StrCat(
-        "device failure (injected for testing by --testing-fail-kernel=",
-        options_.fail_kernel, ")"));
-  }
   // Split a batch too large for the memory budget into launches that fit.
   const uint64_t per_job = DeviceBytes(spec.problem);
   const size_t per_launch =

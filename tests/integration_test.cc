@@ -42,7 +42,9 @@ std::unique_ptr<GemmClient> Connect(const ServerProcess& server,
 class IntegrationTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new ServerProcess({"--testing-fail-kernel", "broken"});
+    // A test build of the server, in which kernel "broken" always fails.
+    server_ = new ServerProcess({"--testing-fail-kernel", "broken"},
+                                ServerProcess::kServerWithFaults);
     ASSERT_TRUE(server_->Start().ok());
   }
   static void TearDownTestSuite() {
