@@ -67,7 +67,8 @@ class GatedExecutor final : public Executor {
   // Whether the first job of the last batch given has been cancelled.
   bool HeldJobCancelled() {
     absl::MutexLock lock(&mu_);
-    return held_ != nullptr && held_->IsCancelled();
+    std::shared_ptr<GemmJob> held = held_.lock();
+    return held != nullptr && held->IsCancelled();
   }
 
  private:
@@ -75,7 +76,8 @@ class GatedExecutor final : public Executor {
   absl::Notification open_;
   std::atomic<int> batches_{0};
   absl::Mutex mu_;
-  std::shared_ptr<GemmJob> held_ ABSL_GUARDED_BY(mu_);
+  // Weak: jobs must not outlive the service (their budget claims).
+  std::weak_ptr<GemmJob> held_ ABSL_GUARDED_BY(mu_);
 };
 
 // A job's operands, with its float64 reference result.
