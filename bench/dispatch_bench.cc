@@ -3,8 +3,8 @@
 // Builds a CudaExecutor (which calibrates its dispatch table, or loads it
 // from --dispatch-cache), then times v5 and cuBLAS on a sweep of shapes that
 // are mostly off the calibration grid (CUDA events, median of --reps after
-// a warm-up, random operands) and reports, per shape, auto's choice, the
-// best kernel and auto's slowdown against it. Writes JSON.
+// a warm-up, kernels/launch_timer.h; random operands) and reports, per shape,
+// auto's choice, the best kernel and auto's slowdown against it. Writes JSON.
 //
 //   dispatch-bench --out dispatch.json   (gemmbench.py run --scenario dispatch runs it)
 #include <cuda_runtime_api.h>
@@ -20,14 +20,17 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "kernels/launch_timer.h"
 #include "kernels/sgemm.h"
 #include "server/cuda_executor.h"
 
 namespace {
 
 using gemm::kernels::KernelRegistry;
+using gemm::kernels::LaunchTimes;
 using gemm::kernels::MakeSgemmArgs;
 using gemm::kernels::SgemmArgs;
+using gemm::kernels::TimeLaunches;
 
 #define CHECK_CUDA(x)                                              \
   do {                                                             \
@@ -38,6 +41,7 @@ using gemm::kernels::SgemmArgs;
     }                                                              \
   } while (0)
 
+// Median of `reps` timed launches after one warm-up, in milliseconds.
 double TimeMs(const std::string& name, int m, int n, int k, const float* a,
               const float* b, float* c, cudaStream_t stream, int reps) {
   const auto* kernel = KernelRegistry::Global().Find(name);
@@ -45,24 +49,14 @@ double TimeMs(const std::string& name, int m, int n, int k, const float* a,
       gemm::GemmProblem{static_cast<uint32_t>(m), static_cast<uint32_t>(n),
                         static_cast<uint32_t>(k)},
       a, b, c);
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  if (!kernel->Launch(args, stream).ok()) std::exit(1);
-  std::vector<float> ms;
-  for (int r = 0; r < reps; ++r) {
-    CHECK_CUDA(cudaEventRecord(start, stream));
-    if (!kernel->Launch(args, stream).ok()) std::exit(1);
-    CHECK_CUDA(cudaEventRecord(stop, stream));
-    CHECK_CUDA(cudaEventSynchronize(stop));
-    float t;
-    CHECK_CUDA(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
+  const absl::StatusOr<LaunchTimes> times =
+      TimeLaunches(*kernel, args, stream, {.warmup = 1, .repeats = reps});
+  if (!times.ok()) {
+    std::fprintf(stderr, "%s: %s\n", name.c_str(),
+                 times.status().ToString().c_str());
+    std::exit(1);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return times->MedianMs();
 }
 
 }  // namespace

@@ -6,35 +6,49 @@
 #include "absl/strings/str_cat.h"
 
 namespace gemm::kernels {
+namespace {
 
-CudaPresence ProbeCuda() {
-  CudaPresence result;
-  // Without the driver library, cudart reports "driver version is
-  // insufficient", the same error as a driver that is too old: tell the two
-  // apart by looking for the driver first.
-  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-  if (driver == nullptr) {
-    const char* why = dlerror();
-    result.absent_reason =
-        absl::StrCat("no NVIDIA driver (", why != nullptr ? why : "", ")");
-    return result;
-  }
-  dlclose(driver);
+bool DriverLibraryLoads() {
+  void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) return false;
+  dlclose(handle);
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<CudaPresence> ProbeCudaDevices() {
+  CudaPresence presence;
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err == cudaErrorNoDevice || (err == cudaSuccess && count == 0)) {
-    result.absent_reason = "the NVIDIA driver reports no CUDA device";
-    return result;
+  if (err == cudaSuccess && count > 0) {
+    presence.present = true;
+    presence.device_count = count;
+    return presence;
   }
-  if (err != cudaSuccess) {
-    result.error = absl::InternalError(
-        absl::StrCat("a CUDA driver is installed but cudaGetDeviceCount "
-                     "failed: ",
-                     cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
-    return result;
+  if (err == cudaSuccess) {
+    presence.why_absent = "no GPU: no CUDA device is visible";
+    return presence;
   }
-  result.present = true;
-  return result;
+  cudaGetLastError();
+  const std::string what =
+      absl::StrCat("cudaGetDeviceCount: ", cudaGetErrorName(err), ": ",
+                   cudaGetErrorString(err));
+  if (err == cudaErrorNoDevice) {
+    presence.why_absent = absl::StrCat("no GPU: ", what);
+    return presence;
+  }
+  if (err == cudaErrorInsufficientDriver && !DriverLibraryLoads()) {
+    presence.why_absent = absl::StrCat(
+        "no GPU: no CUDA driver installed (libcuda.so.1 not "
+        "found; ",
+        what, ")");
+    return presence;
+  }
+  return absl::InternalError(absl::StrCat(
+      what,
+      " (a CUDA driver is present but unusable: the GPU suites fail "
+      "rather than skip)"));
 }
 
 }  // namespace gemm::kernels

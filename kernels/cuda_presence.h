@@ -1,35 +1,36 @@
-// Whether this machine has a CUDA GPU for the GPU test suites to run on.
+// ProbeCudaDevices: whether a GPU test suite has a device to run on, with
+// the one rule every GPU suite follows: skip only when the host has no CUDA
+// device; any other CUDA error fails, so that a host whose driver is
+// broken or too old never reports the suites as passed.
 //
-// A suite skips only where there is no GPU at all: no NVIDIA driver
-// (libcuda.so.1 cannot be loaded) or a driver that reports no device. Any
-// other CUDA error (a driver too old for this CUDA, a device that fails to
-// initialize) is an error the suite must report as a failure, so that a
-// broken GPU host never shows up as PASSED.
+// "No device" means: cudaGetDeviceCount answers cudaErrorNoDevice or a
+// count of 0 (CUDA_VISIBLE_DEVICES empty, say), or there is no driver at
+// all (libcuda.so.1 cannot be loaded; the runtime then says
+// cudaErrorInsufficientDriver, which with a driver present means too old).
 //
-// Thread-safety: ProbeCuda() may be called from any thread.
+// Thread-safety: thread-safe.
 //
-//   const CudaPresence gpu = ProbeCuda();
-//   if (!gpu.error.ok()) FAIL() << gpu.error;
-//   if (!gpu.present) GTEST_SKIP() << gpu.absent_reason;
+//   absl::StatusOr<CudaPresence> gpu = ProbeCudaDevices();
+//   ASSERT_TRUE(gpu.ok()) << gpu.status();  // broken CUDA: the test fails
+//   if (!gpu->present) GTEST_SKIP() << gpu->why_absent;
 #ifndef GEMM_KERNELS_CUDA_PRESENCE_H_
 #define GEMM_KERNELS_CUDA_PRESENCE_H_
 
 #include <string>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace gemm::kernels {
 
 struct CudaPresence {
-  // At least one CUDA device is usable.
   bool present = false;
-  // Why there is no GPU, when !present and error is OK.
-  std::string absent_reason;
-  // A GPU stack is there but does not work; not OK means "fail, don't skip".
-  absl::Status error;
+  int device_count = 0;
+  // Why there is no device, when there is none.
+  std::string why_absent;
 };
 
-CudaPresence ProbeCuda();
+// INTERNAL (with the CUDA error) for anything but a device or no device.
+absl::StatusOr<CudaPresence> ProbeCudaDevices();
 
 }  // namespace gemm::kernels
 

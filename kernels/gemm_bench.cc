@@ -32,6 +32,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "kernels/cublas_sgemm.h"
+#include "kernels/launch_timer.h"
 #include "kernels/sgemm.h"
 #include "kernels/sgemm_launchers.h"
 
@@ -44,8 +45,8 @@ struct BenchOptions {
   std::string kernels = "all";  // comma-separated registry names, or "all"
   int repeats = 20;  // timed launches per kernel and shape (before the cap)
   int warmup = 3;    // untimed launches first
-  double max_seconds = 3.0;  // cap on one kernel's timed launches per shape
-  uint32_t v0_max_dim = 4096;   // v0 runs only where m, n and k are all <= this
+  double max_seconds = 3.0;    // cap on one kernel's timed launches per shape
+  uint32_t v0_max_dim = 4096;  // v0 runs only where m, n and k are all <= this
   float alpha = 1.f, beta = 0.f;
   bool check = true;  // compare with the float64 reference before timing
   std::string json;   // output path; empty: no JSON
@@ -105,12 +106,6 @@ class DeviceArray {
   T* ptr_ = nullptr;
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
-
 // Checks and times every kernel on one shape; appends one Result per kernel.
 absl::Status BenchShape(const BenchOptions& options, GemmProblem shape,
                         const std::vector<const SgemmKernel*>& kernels,
@@ -139,9 +134,6 @@ absl::Status BenchShape(const BenchOptions& options, GemmProblem shape,
     BENCH_CHECK_CUDA(LaunchReferenceGemmF64(ref_args, ref.get(), stream));
   }
 
-  cudaEvent_t start, stop;
-  BENCH_CHECK_CUDA(cudaEventCreate(&start));
-  BENCH_CHECK_CUDA(cudaEventCreate(&stop));
   const double flops = 2.0 * shape.m * shape.n * shape.k;
   for (const SgemmKernel* kernel : kernels) {
     Result r;
@@ -187,40 +179,22 @@ absl::Status BenchShape(const BenchOptions& options, GemmProblem shape,
                                    Tolerance(shape.k));
       }
     }
-    // Warm-up, then a first timed launch to size the repeats.
-    for (int i = 0; i < options.warmup; ++i) {
-      if (absl::Status status = kernel->Launch(args, stream); !status.ok())
-        return status;
-    }
-    std::vector<double> times;
-    int repeats = options.repeats;
-    for (int i = 0; i < repeats; ++i) {
-      BENCH_CHECK_CUDA(cudaEventRecord(start, stream));
-      if (absl::Status status = kernel->Launch(args, stream); !status.ok())
-        return status;
-      BENCH_CHECK_CUDA(cudaEventRecord(stop, stream));
-      BENCH_CHECK_CUDA(cudaEventSynchronize(stop));
-      float ms = 0.f;
-      BENCH_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-      times.push_back(ms);
-      if (i == 0) {
-        const int affordable =
-            static_cast<int>(options.max_seconds * 1e3 / std::max(ms, 1e-3f));
-        repeats = std::clamp(affordable, 1, options.repeats);
-      }
-    }
-    r.repeats = static_cast<int>(times.size());
-    r.median_ms = Median(times);
-    r.min_ms = *std::min_element(times.begin(), times.end());
-    double total = 0;
-    for (double t : times) total += t;
-    r.mean_ms = total / times.size();
+    // Warm-up, then timed launches; the first one sizes the repeats.
+    LaunchTimingOptions timing;
+    timing.warmup = options.warmup;
+    timing.repeats = options.repeats;
+    timing.max_seconds = options.max_seconds;
+    absl::StatusOr<LaunchTimes> times =
+        TimeLaunches(*kernel, args, stream, timing);
+    if (!times.ok()) return times.status();
+    r.repeats = static_cast<int>(times->ms.size());
+    r.median_ms = times->MedianMs();
+    r.min_ms = times->MinMs();
+    r.mean_ms = times->MeanMs();
     r.tflops = flops / (r.median_ms * 1e-3) / 1e12;
     if (r.status.empty()) r.status = "ok";
     results->push_back(r);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
 
   // % of cuBLAS, where cuBLAS ran on this shape.
   const auto cublas =

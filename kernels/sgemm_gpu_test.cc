@@ -158,9 +158,9 @@ class DeviceBuffer {
 class SgemmGpuTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    const CudaPresence gpu = ProbeCuda();
-    ASSERT_TRUE(gpu.error.ok()) << gpu.error;
-    if (!gpu.present) GTEST_SKIP() << "no GPU: " << gpu.absent_reason;
+    const absl::StatusOr<CudaPresence> gpu = ProbeCudaDevices();
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    if (!gpu->present) GTEST_SKIP() << "no GPU: " << gpu->why_absent;
     kernel_ = KernelRegistry::Global().Find(GetParam());
     ASSERT_NE(kernel_, nullptr);
     ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),

@@ -17,8 +17,8 @@ class RecordingExecutor final : public Executor {
   absl::string_view backend() const override { return "test"; }
   std::vector<DeviceDescription> devices() const override { return {}; }
   std::vector<std::string> kernels() const override { return {"k"}; }
-  absl::StatusOr<std::string> ResolveKernel(
-      const GemmProblem&, absl::string_view) const override {
+  absl::StatusOr<std::string> ResolveKernel(const GemmProblem&,
+                                            absl::string_view) const override {
     return std::string("k");
   }
   absl::Status Execute(const Batch& batch) override {
@@ -32,6 +32,14 @@ class RecordingExecutor final : public Executor {
     return absl::OkStatus();
   }
   void WaitUntilBusy() { started_.WaitForNotification(); }
+  // True once `n` batches have run, false after `timeout` (real time).
+  bool WaitForBatches(size_t n, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto done = [this, n]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return sizes_.size() >= n;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
+  }
   void Release() { release_.Notify(); }
   std::vector<size_t> sizes() {
     absl::MutexLock lock(&mu_);
@@ -120,22 +128,33 @@ TEST(BatchSchedulerTest, BatchesNeverExceedMaxBatchSize) {
 TEST(BatchSchedulerTest, QueueDelayLetsABatchForm) {
   RecordingExecutor executor;
   executor.Release();  // never hold
-  auto scheduler = BatchScheduler::Create(
-      {.max_batch_size = 3, .max_queue_delay = absl::Seconds(10)}, &executor);
+  // A clock that never advances: the 10 s delay never runs out, so only a
+  // full batch can start the launch.
+  FakeClock clock;
+  auto scheduler = BatchScheduler::Create({.max_batch_size = 3,
+                                           .max_queue_delay = absl::Seconds(10),
+                                           .clock = &clock},
+                                          &executor);
   ASSERT_TRUE(scheduler.ok());
   Outcome outcome;
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE((*scheduler)->Submit(Job(16, &outcome, Clock::Real())).ok());
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE((*scheduler)->Submit(Job(16, &outcome, &clock)).ok());
   }
-  // The third job fills the batch, long before the 10 s delay.
+  EXPECT_FALSE(executor.WaitForBatches(1, absl::Milliseconds(100)))
+      << "a partial batch ran before its delay";
+  // The third job fills the batch, which runs before Stop() (that would
+  // flush a partial batch anyway) and long before the delay.
+  ASSERT_TRUE((*scheduler)->Submit(Job(16, &outcome, &clock)).ok());
+  EXPECT_TRUE(executor.WaitForBatches(1, absl::Seconds(5)))
+      << "a full batch did not run";
   (*scheduler)->Stop();
   EXPECT_EQ(executor.sizes(), (std::vector<size_t>{3}));
+  EXPECT_EQ(outcome.ok, 3);
 }
 
 TEST(BatchSchedulerTest, FullQueueAnswersUnavailable) {
   RecordingExecutor executor;
-  auto scheduler =
-      BatchScheduler::Create({.max_queued_jobs = 2}, &executor);
+  auto scheduler = BatchScheduler::Create({.max_queued_jobs = 2}, &executor);
   ASSERT_TRUE(scheduler.ok());
   Outcome outcome;
   ASSERT_TRUE((*scheduler)->Submit(Job(8, &outcome, Clock::Real())).ok());
@@ -158,9 +177,9 @@ TEST(BatchSchedulerTest, ExpiredAndCancelledJobsAreDroppedUnrun) {
   Outcome busy, expired, cancelled, alive;
   ASSERT_TRUE((*scheduler)->Submit(Job(8, &busy, &clock)).ok());
   executor.WaitUntilBusy();
-  ASSERT_TRUE(
-      (*scheduler)->Submit(Job(16, &expired, &clock, absl::Milliseconds(10)))
-          .ok());
+  ASSERT_TRUE((*scheduler)
+                  ->Submit(Job(16, &expired, &clock, absl::Milliseconds(10)))
+                  .ok());
   auto doomed = Job(24, &cancelled, &clock);
   ASSERT_TRUE((*scheduler)->Submit(doomed).ok());
   doomed->Cancel();
@@ -171,7 +190,8 @@ TEST(BatchSchedulerTest, ExpiredAndCancelledJobsAreDroppedUnrun) {
   (*scheduler)->Stop();
   EXPECT_EQ(expired.last_code,
             static_cast<int>(absl::StatusCode::kDeadlineExceeded));
-  EXPECT_EQ(cancelled.last_code, static_cast<int>(absl::StatusCode::kCancelled));
+  EXPECT_EQ(cancelled.last_code,
+            static_cast<int>(absl::StatusCode::kCancelled));
   EXPECT_EQ(alive.ok, 1);
   EXPECT_EQ(executor.sizes(), (std::vector<size_t>{1, 1}))
       << "only the busy job and the live one ran";
@@ -181,15 +201,16 @@ TEST(BatchSchedulerTest, AJobThatExpiresWhileItsBatchFormsDoesNotRun) {
   RecordingExecutor executor;
   executor.Release();  // never hold
   FakeClock clock;
-  auto scheduler = BatchScheduler::Create(
-      {.max_batch_size = 16, .max_queue_delay = absl::Milliseconds(50),
-       .clock = &clock},
-      &executor);
+  auto scheduler =
+      BatchScheduler::Create({.max_batch_size = 16,
+                              .max_queue_delay = absl::Milliseconds(50),
+                              .clock = &clock},
+                             &executor);
   ASSERT_TRUE(scheduler.ok());
   Outcome hurried, patient;
-  ASSERT_TRUE(
-      (*scheduler)->Submit(Job(16, &hurried, &clock, absl::Milliseconds(10)))
-          .ok());
+  ASSERT_TRUE((*scheduler)
+                  ->Submit(Job(16, &hurried, &clock, absl::Milliseconds(10)))
+                  .ok());
   // Let the worker start waiting for company, then let time pass beyond
   // both the job's budget and the batching delay before company arrives.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));

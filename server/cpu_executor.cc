@@ -20,16 +20,13 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
 std::vector<DeviceDescription> CpuExecutor::devices() const {
   DeviceDescription cpu;
   cpu.id = "cpu";
-  cpu.name = absl::StrFormat("OpenBLAS (%s, %d threads)", openblas_get_corename(),
-                             openblas_get_num_threads());
+  cpu.name =
+      absl::StrFormat("OpenBLAS (%s, %d threads)", openblas_get_corename(),
+                      openblas_get_num_threads());
   return {cpu};
 }
 
-std::vector<std::string> CpuExecutor::kernels() const {
-  std::vector<std::string> names = {kKernelName};
-  if (!options_.fail_kernel.empty()) names.push_back(options_.fail_kernel);
-  return names;
-}
+std::vector<std::string> CpuExecutor::kernels() const { return {kKernelName}; }
 
 absl::StatusOr<std::string> CpuExecutor::ResolveKernel(
     const GemmProblem& problem, absl::string_view requested) const {
@@ -37,30 +34,21 @@ absl::StatusOr<std::string> CpuExecutor::ResolveKernel(
   if (requested.empty() || requested == "auto" || requested == kKernelName) {
     return std::string(kKernelName);
   }
-  if (!options_.fail_kernel.empty() && requested == options_.fail_kernel) {
-    return std::string(requested);
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "params.kernel: unknown kernel '", requested,
-      "' on the cpu backend; available: auto, ",
-      absl::StrJoin(kernels(), ", ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat("params.kernel: unknown kernel '", requested,
+                   "' on the cpu backend; available: auto, ",
+                   absl::StrJoin(kernels(), ", ")));
 }
 
 absl::Status CpuExecutor::Execute(const Batch& batch) {
   absl::MutexLock lock(&mu_);
   for (const std::shared_ptr<GemmJob>& job : batch) {
-    if (!options_.fail_kernel.empty() &&
-        job->kernel() == options_.fail_kernel) {
-      return absl::InternalError(absl::StrCat(
-          "device failure (injected for testing by --testing-fail-kernel=",
-          options_.fail_kernel, ")"));
-    }
     const GemmProblem& s = job->problem();
     const absl::Time start = absl::Now();
     cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
-                s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n, s.k,
-                s.alpha, job->a(), s.lda(), job->b(), s.ldb(),
-                s.beta, job->c(), s.ldc());
+                s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, s.alpha,
+                job->a(), s.lda(), job->b(), s.ldb(), s.beta, job->c(),
+                s.ldc());
     JobTiming& t = job->timing();
     t.compute = absl::Now() - start;
     t.batch_size = static_cast<uint32_t>(batch.size());

@@ -27,9 +27,6 @@ class CpuExecutor final : public Executor {
     // OpenBLAS threads per GEMM; 0 keeps OpenBLAS's own default (all cores,
     // or OPENBLAS_NUM_THREADS).
     int threads = 0;
-    // Testing hook: jobs that name this kernel fail with INTERNAL, as a
-    // failed device would. Empty (the default) disables it.
-    std::string fail_kernel;
   };
 
   static absl::StatusOr<std::unique_ptr<CpuExecutor>> Create(

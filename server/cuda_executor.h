@@ -1,22 +1,24 @@
 // CudaExecutor: runs batches of GEMM jobs on one or more CUDA devices.
 //
-// Each device has a pool of streams, a caching device-memory pool with a
-// byte budget, and CUDA events per stream for the timings. All devices
-// share one pinned host pool, which the service uses for the jobs' A, B and
-// C (host_allocator()), so request bytes are copied once into page-locked
+// Each device (cuda_device.h) has a pool of streams, a caching device-memory
+// pool with a byte budget (device_memory_pool.h), and CUDA events per stream
+// for the timings. All devices share one pinned host pool
+// (pinned_host_pool.h), which the service uses for the jobs' A, B and C
+// (host_allocator()), so request bytes are copied once into page-locked
 // memory and the copy engines read them from there. A batch of same-shape
 // jobs is packed contiguously on the device and runs as ONE batched launch
 // (cublasSgemmStridedBatched, or the chapter's kernels with batch_count).
-// Execute() picks the least-loaded device with a free stream; several
+// Execute() picks the least-loaded device with a free stream
+// (stream_slots.h); several
 // scheduler workers calling Execute() at once overlap one batch's copies
 // with another's kernel. Nothing on the hot path calls cudaMalloc or
 // cudaHostAlloc once the pools hold blocks of the sizes in use.
 //
 // "auto" resolves through a DispatchPolicy measured at start (or loaded
-// from Options::dispatch_cache). Jobs too large for a device's memory
-// budget are refused with RESOURCE_EXHAUSTED at admission (ResolveKernel);
-// an allocation that fails later is RESOURCE_EXHAUSTED, never a crash; CUDA
-// errors are INTERNAL.
+// from Options::dispatch_cache; dispatch_calibration.h). Jobs too large for a
+// device's memory budget are refused with RESOURCE_EXHAUSTED at admission
+// (ResolveKernel); an allocation that fails later is RESOURCE_EXHAUSTED, never
+// a crash; CUDA errors are INTERNAL.
 //
 // Thread-safety: thread-safe.
 //
@@ -32,9 +34,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/cuda_device.h"
 #include "server/cuda_executor_options.h"
 #include "server/dispatch_policy.h"
 #include "server/executor.h"
+#include "server/pinned_host_pool.h"
+#include "server/stream_slots.h"
 
 namespace gemm::server {
 
@@ -68,20 +73,15 @@ class CudaExecutor final : public Executor {
   // Device memory bytes a job of `problem` needs (its packed operands).
   static uint64_t DeviceBytes(const GemmProblem& problem);
 
-  class PinnedPool;
-  struct Device;
-
  private:
   explicit CudaExecutor(const Options& options);
-  // Fills policy_ from the cache file or by measuring v5 and cuBLAS on the
-  // first device.
-  absl::Status Calibrate();
   // Runs jobs [begin, end) of `batch` as one launch on one device.
   absl::Status ExecuteChunk(const Batch& batch, size_t begin, size_t end);
 
   const Options options_;
-  std::unique_ptr<PinnedPool> pinned_;
-  std::vector<std::unique_ptr<Device>> devices_;
+  std::unique_ptr<PinnedHostPool> pinned_;
+  std::vector<std::unique_ptr<CudaDevice>> devices_;
+  std::unique_ptr<StreamSlots> slots_;
   DispatchPolicy policy_;
   uint64_t smallest_budget_ = 0;
 };

@@ -40,9 +40,6 @@ struct CudaExecutorOptions {
   // and saved to after a calibration. Default empty: calibrate at every
   // start, keep the table in memory only.
   std::string dispatch_cache;
-  // Testing hook: jobs that name this kernel fail with INTERNAL. Default
-  // empty: off.
-  std::string fail_kernel;
 };
 
 }  // namespace gemm::server

@@ -1,5 +1,6 @@
 // CudaExecutor on a real GPU: every kernel, batched and unbatched, against a
-// float64 reference. Skips (with the reason) where no GPU is visible.
+// float64 reference. Skips (with the reason) only where the host has no CUDA
+// device; any other CUDA error fails (kernels/cuda_presence.h).
 #include "server/cuda_executor.h"
 
 #include <cmath>
@@ -8,6 +9,7 @@
 
 #include "common/reference_gemm.h"
 #include "gtest/gtest.h"
+#include "kernels/cuda_presence.h"
 
 namespace gemm::server {
 namespace {
@@ -44,18 +46,16 @@ TestJob MakeJob(HostAllocator* allocator, GemmProblem shape,
               std::numeric_limits<float>::quiet_NaN());
   }
   t.want = ReferenceGemm(shape, t.job->a(), t.job->b(),
-                                 beta != 0.0f ? t.job->c() : nullptr);
+                         beta != 0.0f ? t.job->c() : nullptr);
   return t;
 }
 
 class CudaExecutorTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string why;
-    if (CudaExecutor::VisibleDeviceCount(&why) == 0) {
-      skip_reason_ = new std::string("no GPU: " + why);
-      return;
-    }
+    gpu_ =
+        new absl::StatusOr<kernels::CudaPresence>(kernels::ProbeCudaDevices());
+    if (!gpu_->ok() || !(*gpu_)->present) return;
     CudaExecutor::Options options;
     options.streams_per_device = 2;
     const char* tmp = std::getenv("TEST_TMPDIR");
@@ -68,9 +68,13 @@ class CudaExecutorTest : public ::testing::Test {
   static void TearDownTestSuite() {
     delete executor_;
     executor_ = nullptr;
+    delete gpu_;
+    gpu_ = nullptr;
   }
   void SetUp() override {
-    if (skip_reason_ != nullptr) GTEST_SKIP() << *skip_reason_;
+    ASSERT_TRUE(gpu_->ok()) << gpu_->status();
+    if (!(*gpu_)->present) GTEST_SKIP() << (*gpu_)->why_absent;
+    ASSERT_NE(executor_, nullptr);
   }
 
   // Runs `jobs` as one batch and checks every result.
@@ -81,9 +85,8 @@ class CudaExecutorTest : public ::testing::Test {
     for (TestJob& t : jobs) {
       const GemmJob& job = *t.job;
       const double error = RelativeFrobeniusError(job.c(), t.want);
-      EXPECT_LE(error, kTolerance)
-          << job.problem().ToString() << " kernel " << job.kernel()
-          << " batch " << batch.size();
+      EXPECT_LE(error, kTolerance) << job.problem().ToString() << " kernel "
+                                   << job.kernel() << " batch " << batch.size();
       EXPECT_FALSE(std::isnan(error));
       EXPECT_EQ(job.timing().device.rfind("cuda:", 0), 0u)
           << job.timing().device;
@@ -91,10 +94,10 @@ class CudaExecutorTest : public ::testing::Test {
     }
   }
 
-  static std::string* skip_reason_;
+  static absl::StatusOr<kernels::CudaPresence>* gpu_;
   static CudaExecutor* executor_;
 };
-std::string* CudaExecutorTest::skip_reason_ = nullptr;
+absl::StatusOr<kernels::CudaPresence>* CudaExecutorTest::gpu_ = nullptr;
 CudaExecutor* CudaExecutorTest::executor_ = nullptr;
 
 TEST_F(CudaExecutorTest, DescribesDevicesAndKernels) {
@@ -124,11 +127,11 @@ TEST_F(CudaExecutorTest, ResolvesKernels) {
 
 TEST_F(CudaExecutorTest, EveryKernelOnOddShapesUnbatched) {
   const std::vector<GemmProblem> shapes = {Shape(1, 1, 1),
-                                         Shape(17, 33, 65),
-                                         Shape(127, 129, 131, true, false),
-                                         Shape(130, 67, 257, false, true),
-                                         Shape(64, 96, 33, true, true),
-                                         Shape(1000, 999, 77)};
+                                           Shape(17, 33, 65),
+                                           Shape(127, 129, 131, true, false),
+                                           Shape(130, 67, 257, false, true),
+                                           Shape(64, 96, 33, true, true),
+                                           Shape(1000, 999, 77)};
   uint64_t seed = 1;
   for (const std::string& kernel : executor_->kernels()) {
     for (const GemmProblem& shape : shapes) {
@@ -147,7 +150,7 @@ TEST_F(CudaExecutorTest, EveryKernelBatched) {
   uint64_t seed = 1000;
   for (const std::string& kernel : executor_->kernels()) {
     for (const GemmProblem& shape : {Shape(65, 63, 31), Shape(128, 128, 128),
-                                   Shape(33, 17, 9, true, true)}) {
+                                     Shape(33, 17, 9, true, true)}) {
       for (float beta : {0.0f, -0.75f}) {
         std::vector<TestJob> jobs;
         for (int i = 0; i < 7; ++i) {
@@ -185,15 +188,20 @@ TEST_F(CudaExecutorTest, CancelledJobsDoNotRun) {
   Batch batch = {jobs[0].job, jobs[1].job};
   ASSERT_TRUE(executor_->Execute(batch).ok());
   EXPECT_EQ(seen.code(), absl::StatusCode::kCancelled);
-  EXPECT_LE(RelativeFrobeniusError(jobs[1].job->c(), jobs[1].want),
-            kTolerance);
+  EXPECT_LE(RelativeFrobeniusError(jobs[1].job->c(), jobs[1].want), kTolerance);
 }
 
-TEST(CudaExecutorBudgetTest, JobsOverTheBudgetAreRefused) {
-  std::string why;
-  if (CudaExecutor::VisibleDeviceCount(&why) == 0) {
-    GTEST_SKIP() << "no GPU: " << why;
+// Each test builds its own executor.
+class CudaExecutorBudgetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<kernels::CudaPresence> gpu = kernels::ProbeCudaDevices();
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    if (!gpu->present) GTEST_SKIP() << gpu->why_absent;
   }
+};
+
+TEST_F(CudaExecutorBudgetTest, JobsOverTheBudgetAreRefused) {
   CudaExecutor::Options options;
   options.calibrate = false;
   options.device_memory_budget_bytes = 1 << 20;
@@ -219,11 +227,7 @@ TEST(CudaExecutorBudgetTest, JobsOverTheBudgetAreRefused) {
   }
 }
 
-TEST(CudaExecutorBudgetTest, BadDevicesAreRefused) {
-  std::string why;
-  if (CudaExecutor::VisibleDeviceCount(&why) == 0) {
-    GTEST_SKIP() << "no GPU: " << why;
-  }
+TEST_F(CudaExecutorBudgetTest, BadDevicesAreRefused) {
   CudaExecutor::Options options;
   options.calibrate = false;
   options.devices = {999};

@@ -5,18 +5,20 @@
 // Execute() is called by the BatchScheduler's workers.
 //
 //   std::unique_ptr<Executor> executor = ...;
-//   ASSIGN_OR_RETURN(std::string kernel, executor->ResolveKernel(problem, "auto"));
-//   absl::Status s = executor->Execute(batch);  // fills C and timings
+//   ASSIGN_OR_RETURN(std::string kernel, executor->ResolveKernel(problem,
+//   "auto")); absl::Status s = executor->Execute(batch);  // fills C and
+//   timings
 #ifndef GEMM_SERVER_EXECUTOR_H_
 #define GEMM_SERVER_EXECUTOR_H_
 
+#include <functional>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "server/gemm_job.h"
 
 namespace gemm::server {
@@ -56,6 +58,11 @@ class Executor {
   // are logged and left for Execute() to report.
   virtual absl::Status PrepareWorkerThread() { return absl::OkStatus(); }
 };
+
+// Wraps an executor in another (a test build injects failures this way);
+// returns the executor the server uses from then on.
+using ExecutorDecorator =
+    std::function<std::unique_ptr<Executor>(std::unique_ptr<Executor>)>;
 
 }  // namespace gemm::server
 

@@ -29,7 +29,6 @@ struct Backend {
 absl::StatusOr<Backend> MakeCpuBackend(const GemmServer::Options& options) {
   CpuExecutor::Options cpu;
   cpu.threads = options.cpu_threads;
-  cpu.fail_kernel = options.testing_fail_kernel;
   ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutor> executor,
                    CpuExecutor::Create(cpu));
   Backend backend;
@@ -48,17 +47,15 @@ absl::StatusOr<Backend> MakeBackend(const GemmServer::Options& options) {
   std::string why;
   if (CudaExecutor::VisibleDeviceCount(&why) == 0) {
     if (options.backend == "cuda") {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "--backend=cuda, but no GPU can be used (", why,
-          "); use --backend=cpu or auto"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("--backend=cuda, but no GPU can be used (", why,
+                       "); use --backend=cpu or auto"));
     }
     spdlog::info("no GPU ({}); using the cpu backend", why);
     return MakeCpuBackend(options);
   }
-  CudaExecutorOptions cuda = options.cuda;
-  if (cuda.fail_kernel.empty()) cuda.fail_kernel = options.testing_fail_kernel;
   ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutor> executor,
-                   CudaExecutor::Create(cuda));
+                   CudaExecutor::Create(options.cuda));
   Backend backend;
   backend.host_allocator = executor->host_allocator();
   backend.workers = executor->concurrency();
@@ -90,6 +87,14 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   }
   std::unique_ptr<GemmServer> server(new GemmServer());
   ASSIGN_OR_RETURN(Backend backend, MakeBackend(options));
+  if (options.decorate_executor) {
+    // The host allocator stays the inner executor's, which the decorated
+    // one owns.
+    backend.executor = options.decorate_executor(std::move(backend.executor));
+    if (backend.executor == nullptr) {
+      return absl::InvalidArgumentError("decorate_executor returned nullptr");
+    }
+  }
   server->executor_ = std::move(backend.executor);
   server->host_allocator_ = backend.host_allocator;
   BatchScheduler::Options batching = options.batching;
@@ -110,9 +115,8 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   builder.AddListeningPort(options.listen_address,
                            grpc::InsecureServerCredentials(), &server->port_);
   builder.RegisterService(server->service_.get());
-  const int max_message =
-      static_cast<int>(std::min<uint64_t>(options.limits.max_message_bytes,
-                                          std::numeric_limits<int>::max()));
+  const int max_message = static_cast<int>(std::min<uint64_t>(
+      options.limits.max_message_bytes, std::numeric_limits<int>::max()));
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
   // Optionally, for large jobs: a deeper per-stream window and larger
@@ -127,9 +131,9 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   }
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", options.listen_address,
-        " (address in use, or not a valid host:port?)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen_address,
+                     " (address in use, or not a valid host:port?)"));
   }
   grpc::HealthCheckServiceInterface* health =
       server->server_->GetHealthCheckService();
@@ -150,8 +154,9 @@ void GemmServer::Shutdown(absl::Duration grace) {
   if (scheduler_ != nullptr) scheduler_->StopAccepting();
   if (server_ != nullptr) {
     // Waits for open calls, whose accepted jobs keep running meanwhile.
-    server_->Shutdown(std::chrono::system_clock::now() +
-                      std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
+    server_->Shutdown(
+        std::chrono::system_clock::now() +
+        std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
   }
   if (scheduler_ != nullptr) scheduler_->Stop();
   if (server_ != nullptr) server_->Wait();

@@ -59,9 +59,10 @@ class GemmServer {
     // are queued behind it on the same stream, so that several go out in
     // one socket write. Default false.
     bool coalesce_small_writes = false;
-    // Testing hook: jobs naming this kernel fail with INTERNAL. Empty (the
-    // default) disables it.
-    std::string testing_fail_kernel;
+    // Wraps the backend's executor before the scheduler and the service
+    // use it (a test build of the server injects failures this way; see
+    // fault_injecting_executor.h). Default empty: the executor as it is.
+    ExecutorDecorator decorate_executor;
   };
 
   static absl::StatusOr<std::unique_ptr<GemmServer>> Create(

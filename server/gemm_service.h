@@ -1,9 +1,9 @@
 // GemmServiceImpl: the gRPC adapter of gemm.v1.GemmService.
 //
-// A thin edge on the callback API (no thread is blocked per call): it checks
-// each request (validation.h), turns it into a GemmJob, hands the job to the
-// BatchScheduler and sends the result back when the job finishes. Errors
-// become grpc::Status here and nowhere else.
+// A thin edge on the callback API (no thread is blocked per call): Info
+// describes the backend, Gemm admits one job through the JobIntake and
+// answers from the job's done callback, GemmStream hands the call to a
+// GemmStreamReactor. Errors become grpc::Status here and nowhere else.
 //
 // Thread-safety: thread-safe; gRPC calls it from its own threads.
 //
@@ -12,7 +12,6 @@
 #ifndef GEMM_SERVER_GEMM_SERVICE_H_
 #define GEMM_SERVER_GEMM_SERVICE_H_
 
-#include <atomic>
 #include <string>
 
 #include "absl/status/status.h"
@@ -23,6 +22,8 @@
 #include "server/batch_scheduler.h"
 #include "server/executor.h"
 #include "server/gemm_job.h"
+#include "server/gemm_stream_reactor.h"
+#include "server/job_intake.h"
 #include "server/validation.h"
 
 namespace gemm::server {
@@ -30,13 +31,10 @@ namespace gemm::server {
 // The one conversion from absl::Status to grpc::Status (the codes agree).
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
-// Fills the wire Timing of a finished job.
-void FillTiming(const GemmJob& job, v1::Timing* timing);
-
 // Info uses the generated message types; Gemm and GemmStream are raw
 // methods (grpc::ByteBuffer in and out) so that operand and result bytes
-// skip the protobuf copies (proto/wire_codec.h). Reflection still describes them
-// by the proto: the wire format is the same.
+// skip the protobuf copies (proto/wire_codec.h). Reflection still describes
+// them by the proto: the wire format is the same.
 using GemmServiceBase = v1::GemmService::WithCallbackMethod_Info<
     v1::GemmService::WithRawCallbackMethod_Gemm<
         v1::GemmService::WithRawCallbackMethod_GemmStream<
@@ -55,7 +53,6 @@ class GemmServiceImpl final : public GemmServiceBase {
     bool coalesce_small_writes = false;
   };
 
-
   // `executor` and `scheduler` must outlive the service.
   GemmServiceImpl(const Options& options, Executor* executor,
                   BatchScheduler* scheduler);
@@ -69,22 +66,13 @@ class GemmServiceImpl final : public GemmServiceBase {
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GemmStream(
       grpc::CallbackServerContext* context) override;
 
-  // Reserves budget for and allocates a job of `spec`.
-  absl::StatusOr<std::shared_ptr<GemmJob>> NewJob(const JobSpec& spec);
-
-  const Options& options() const { return options_; }
-  Executor& executor() { return *executor_; }
-  BatchScheduler& scheduler() { return *scheduler_; }
-  InflightBudget& budget() { return budget_; }
-  // Counts a job turned away before it was accepted (for Info's stats).
-  void CountRejected() { rejected_.fetch_add(1); }
-
  private:
   const Options options_;
+  // Read by Info only.
   Executor* const executor_;
   BatchScheduler* const scheduler_;
-  InflightBudget budget_;
-  std::atomic<uint64_t> rejected_{0};
+  JobIntake intake_;
+  const GemmStreamReactor::Options stream_options_;
   const absl::Time start_time_ = absl::Now();
 };
 

@@ -1,10 +1,11 @@
 // End-to-end on a GPU: a real gemm-server with --backend cuda, driven
 // through libgemm_client. Batched and unbatched jobs, mixed shapes, every
 // named kernel and "auto", each compared with a float64 reference. Skips
-// (with the reason) where no GPU is visible.
+// (with the reason) only where the host has no CUDA device, decided here in
+// the test process before the server starts; any other CUDA error fails
+// (kernels/cuda_presence.h).
 //
 // Outside Bazel: GEMM_SERVER_BINARY=path/to/gemm-server gpu_integration_test
-#include <cuda_runtime_api.h>
 #include <signal.h>
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include "client/gemm_client.h"
 #include "common/reference_gemm.h"
 #include "gtest/gtest.h"
+#include "kernels/cuda_presence.h"
 #include "tests/server_process.h"
 #include "tests/test_job.h"
 
@@ -27,21 +29,12 @@ using testing::TestJob;
 
 constexpr double kTolerance = 1e-5;
 
-std::string NoGpuReason() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    return std::string("no GPU: cudaGetDeviceCount: ") +
-           cudaGetErrorString(err);
-  }
-  return count == 0 ? "no GPU: no CUDA device visible" : "";
-}
-
 class GpuIntegrationTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    reason_ = new std::string(NoGpuReason());
-    if (!reason_->empty()) return;
+    gpu_ =
+        new absl::StatusOr<kernels::CudaPresence>(kernels::ProbeCudaDevices());
+    if (!gpu_->ok() || !(*gpu_)->present) return;
     // A queue delay long enough for a burst of jobs to form one batch.
     server_ = new ServerProcess({"--backend", "cuda", "--max-batch-size", "32",
                                  "--max-queue-delay-us", "20000"});
@@ -53,9 +46,13 @@ class GpuIntegrationTest : public ::testing::Test {
       delete server_;
       server_ = nullptr;
     }
+    delete gpu_;
+    gpu_ = nullptr;
   }
   void SetUp() override {
-    if (!reason_->empty()) GTEST_SKIP() << *reason_;
+    ASSERT_TRUE(gpu_->ok()) << gpu_->status();
+    if (!(*gpu_)->present) GTEST_SKIP() << (*gpu_)->why_absent;
+    ASSERT_NE(server_, nullptr);
     GemmClient::Options options;
     options.target = server_->address();
     auto client = GemmClient::Create(options);
@@ -85,11 +82,11 @@ class GpuIntegrationTest : public ::testing::Test {
     return timings;
   }
 
-  static std::string* reason_;
+  static absl::StatusOr<kernels::CudaPresence>* gpu_;
   static ServerProcess* server_;
   std::unique_ptr<GemmClient> client_;
 };
-std::string* GpuIntegrationTest::reason_ = nullptr;
+absl::StatusOr<kernels::CudaPresence>* GpuIntegrationTest::gpu_ = nullptr;
 ServerProcess* GpuIntegrationTest::server_ = nullptr;
 
 TEST_F(GpuIntegrationTest, InfoDescribesTheGpu) {

@@ -42,7 +42,9 @@ std::unique_ptr<GemmClient> Connect(const ServerProcess& server,
 class IntegrationTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new ServerProcess({"--testing-fail-kernel", "broken"});
+    // A test build of the server, in which kernel "broken" always fails.
+    server_ = new ServerProcess({"--testing-fail-kernel", "broken"},
+                                ServerProcess::kServerWithFaults);
     ASSERT_TRUE(server_->Start().ok());
   }
   static void TearDownTestSuite() {
@@ -200,15 +202,18 @@ TEST_F(IntegrationTest, WholeJobMessagesAndInlineResultsGiveTheSameAnswers) {
   std::vector<std::unique_ptr<TestJob>> jobs;
   // Small (one message each way), result too big to inline, job too big
   // for one message; with and without C.
-  jobs.push_back(std::make_unique<TestJob>(20, 30, 40, false, true, 1, 0.5f, 1));
+  jobs.push_back(
+      std::make_unique<TestJob>(20, 30, 40, false, true, 1, 0.5f, 1));
   jobs.push_back(std::make_unique<TestJob>(90, 80, 10, true, false, 2, 0, 2));
-  jobs.push_back(std::make_unique<TestJob>(120, 110, 100, false, false, 1, -1, 3));
+  jobs.push_back(
+      std::make_unique<TestJob>(120, 110, 100, false, false, 1, -1, 3));
   jobs.push_back(std::make_unique<TestJob>(1, 1, 1, false, false, 1, 0, 4));
   std::vector<absl::Status> statuses(jobs.size());
   auto stream = (*client)->OpenStream();
   for (size_t i = 0; i < jobs.size(); ++i) {
-    stream->Submit(jobs[i]->args, jobs[i]->out.data(),
-                   [&, i](absl::StatusOr<v1::Timing> t) { statuses[i] = t.status(); });
+    stream->Submit(
+        jobs[i]->args, jobs[i]->out.data(),
+        [&, i](absl::StatusOr<v1::Timing> t) { statuses[i] = t.status(); });
   }
   ASSERT_TRUE(stream->Finish().ok());
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -255,7 +260,8 @@ TEST_F(IntegrationTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
                "a: expected 96 bytes");
   request = RawRequest(4, 5, 6);
   request.mutable_params()->set_beta(1);
-  ExpectStatus(CallRaw(*server_, request), grpc::INVALID_ARGUMENT, "c: missing");
+  ExpectStatus(CallRaw(*server_, request), grpc::INVALID_ARGUMENT,
+               "c: missing");
   request = RawRequest(4, 5, 6);
   request.mutable_params()->set_m(0);
   ExpectStatus(CallRaw(*server_, request), grpc::INVALID_ARGUMENT, "params.m");
@@ -399,12 +405,12 @@ TEST_F(IntegrationTest, JobTimeoutWhileQueuedIsDeadlineExceeded) {
   hurried.args.timeout_ms = 1;
   auto stream = client->OpenStream();
   absl::Status slow_status, hurried_status;
-  stream->Submit(slow.args, slow.out.data(),
-                 [&](absl::StatusOr<v1::Timing> t) { slow_status = t.status(); });
-  stream->Submit(hurried.args, hurried.out.data(),
-                 [&](absl::StatusOr<v1::Timing> t) {
-                   hurried_status = t.status();
-                 });
+  stream->Submit(slow.args, slow.out.data(), [&](absl::StatusOr<v1::Timing> t) {
+    slow_status = t.status();
+  });
+  stream->Submit(
+      hurried.args, hurried.out.data(),
+      [&](absl::StatusOr<v1::Timing> t) { hurried_status = t.status(); });
   ASSERT_TRUE(stream->Finish().ok());
   EXPECT_TRUE(slow_status.ok()) << slow_status;
   EXPECT_EQ(hurried_status.code(), absl::StatusCode::kDeadlineExceeded)
@@ -442,15 +448,14 @@ TEST(CoalesceTest, BufferHintedMessagesAllArriveAndAreRight) {
     jobs.push_back(std::make_unique<TestJob>(17 + i, 23, 9 + i % 5, false,
                                              false, 1.0f, 0.0f, 30 + i));
   }
-  jobs.push_back(std::make_unique<TestJob>(700, 600, 500, false, false, 1.0f,
-                                           0.5f, 99));
+  jobs.push_back(
+      std::make_unique<TestJob>(700, 600, 500, false, false, 1.0f, 0.5f, 99));
   std::vector<absl::Status> statuses(jobs.size());
   auto stream = (*client)->OpenStream();
   for (size_t i = 0; i < jobs.size(); ++i) {
-    stream->Submit(jobs[i]->args, jobs[i]->out.data(),
-                   [&, i](absl::StatusOr<v1::Timing> t) {
-                     statuses[i] = t.status();
-                   });
+    stream->Submit(
+        jobs[i]->args, jobs[i]->out.data(),
+        [&, i](absl::StatusOr<v1::Timing> t) { statuses[i] = t.status(); });
   }
   ASSERT_TRUE(stream->Finish().ok());
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -497,17 +502,16 @@ TEST(LimitsTest, AJobRefusedMidUploadFailsAloneAndItsOperandsMayGo) {
     auto* b = new std::vector<float>(uint64_t{kDim} * kDim);
     FillRandom(a->data(), a->size(), 10 + i);
     FillRandom(b->data(), b->size(), 20 + i);
-    GemmArgs args{.problem = {kDim, kDim, kDim}, .a = a->data(),
-                  .b = b->data()};
-    stream->Submit(args, out.data(),
-                   [&, a, b](absl::StatusOr<v1::Timing> t) {
-                     std::fill(a->begin(), a->end(), -1.0f);
-                     std::fill(b->begin(), b->end(), -1.0f);
-                     delete a;
-                     delete b;
-                     absl::MutexLock lock(&mu);
-                     statuses.push_back(t.status());
-                   });
+    GemmArgs args{
+        .problem = {kDim, kDim, kDim}, .a = a->data(), .b = b->data()};
+    stream->Submit(args, out.data(), [&, a, b](absl::StatusOr<v1::Timing> t) {
+      std::fill(a->begin(), a->end(), -1.0f);
+      std::fill(b->begin(), b->end(), -1.0f);
+      delete a;
+      delete b;
+      absl::MutexLock lock(&mu);
+      statuses.push_back(t.status());
+    });
   }
   // The stream goes on: a small job after them is answered correctly.
   TestJob small(30, 20, 10, false, false, 1.0f, 0.0f, 5);
@@ -537,15 +541,18 @@ TEST(LimitsTest, FullQueueIsUnavailableAndAcceptedJobsAllFinish) {
   ASSERT_TRUE(server.Start().ok());
   auto client = Connect(server);
   std::vector<std::unique_ptr<TestJob>> jobs;
-  jobs.push_back(std::make_unique<TestJob>(1000, 1000, 1000, false, false, 1, 0, 1));
+  jobs.push_back(
+      std::make_unique<TestJob>(1000, 1000, 1000, false, false, 1, 0, 1));
   for (int i = 0; i < 6; ++i) {
-    jobs.push_back(std::make_unique<TestJob>(8, 8, 8, false, false, 1, 0, 2 + i));
+    jobs.push_back(
+        std::make_unique<TestJob>(8, 8, 8, false, false, 1, 0, 2 + i));
   }
   std::vector<absl::Status> statuses(jobs.size());
   auto stream = client->OpenStream();
   for (size_t i = 0; i < jobs.size(); ++i) {
-    stream->Submit(jobs[i]->args, jobs[i]->out.data(),
-                   [&, i](absl::StatusOr<v1::Timing> t) { statuses[i] = t.status(); });
+    stream->Submit(
+        jobs[i]->args, jobs[i]->out.data(),
+        [&, i](absl::StatusOr<v1::Timing> t) { statuses[i] = t.status(); });
   }
   ASSERT_TRUE(stream->Finish().ok());
   int ok = 0, unavailable = 0;
@@ -554,7 +561,8 @@ TEST(LimitsTest, FullQueueIsUnavailableAndAcceptedJobsAllFinish) {
       ++ok;
       EXPECT_LE(jobs[i]->Error(), kTolerance);
     } else {
-      EXPECT_EQ(statuses[i].code(), absl::StatusCode::kUnavailable) << statuses[i];
+      EXPECT_EQ(statuses[i].code(), absl::StatusCode::kUnavailable)
+          << statuses[i];
       EXPECT_NE(statuses[i].message().find("queue full"), std::string::npos);
       ++unavailable;
     }
@@ -570,13 +578,14 @@ TEST(LimitsTest, FullQueueIsUnavailableAndAcceptedJobsAllFinish) {
 TEST(ShutdownTest, SigtermFinishesJobsInFlightThenExitsZero) {
   // A long batching delay holds accepted jobs in the queue, so they are
   // surely in flight when the signal comes; shutdown must still run them.
-  ServerProcess server({"--max-queue-delay-us", "20000000", "--max-batch-size",
-                        "64"});
+  ServerProcess server(
+      {"--max-queue-delay-us", "20000000", "--max-batch-size", "64"});
   ASSERT_TRUE(server.Start().ok());
   auto client = Connect(server, uint64_t{1} << 40);  // all unary
   std::vector<std::unique_ptr<TestJob>> jobs;
   for (int i = 0; i < 6; ++i) {
-    jobs.push_back(std::make_unique<TestJob>(120, 130, 140, false, false, 1, 0, 10 + i));
+    jobs.push_back(
+        std::make_unique<TestJob>(120, 130, 140, false, false, 1, 0, 10 + i));
   }
   absl::Mutex mu;
   std::vector<absl::Status> statuses(jobs.size());

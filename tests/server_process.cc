@@ -23,8 +23,9 @@ std::string RunfilePath(const std::string& relative) {
                       relative);
 }
 
-ServerProcess::ServerProcess(std::vector<std::string> extra_flags)
-    : flags_(std::move(extra_flags)) {
+ServerProcess::ServerProcess(std::vector<std::string> extra_flags,
+                             std::string binary)
+    : flags_(std::move(extra_flags)), binary_(std::move(binary)) {
   static std::atomic<int> counter{0};
   const char* tmp = std::getenv("TEST_TMPDIR");
   port_file_ = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/gemm-server-",
@@ -43,12 +44,12 @@ absl::Status ServerProcess::Start() {
   // GEMM_SERVER_BINARY runs the suites outside Bazel (e.g. on a GPU host
   // that has the binaries but no runfiles).
   const char* override_binary = std::getenv("GEMM_SERVER_BINARY");
-  const std::string binary = override_binary != nullptr
+  const std::string binary = override_binary != nullptr && binary_ == kServer
                                  ? std::string(override_binary)
-                                 : RunfilePath("server/gemm-server");
-  std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0",
-                                   "--port-file", port_file_,
-                                   "--log-level", "warn"};
+                                 : RunfilePath(binary_);
+  std::vector<std::string> args = {binary,        "--listen", "127.0.0.1:0",
+                                   "--port-file", port_file_, "--log-level",
+                                   "warn"};
   args.insert(args.end(), flags_.begin(), flags_.end());
   pid_ = fork();
   if (pid_ < 0) return absl::InternalError("fork failed");
@@ -59,15 +60,16 @@ absl::Status ServerProcess::Start() {
     execv(binary.c_str(), argv.data());
     _exit(127);
   }
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < give_up) {
     std::ifstream in(port_file_);
     if (in >> port_ && port_ > 0) return absl::OkStatus();
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      return absl::InternalError(absl::StrCat(
-          binary, " exited during start-up with status ", status));
+      return absl::InternalError(
+          absl::StrCat(binary, " exited during start-up with status ", status));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

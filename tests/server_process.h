@@ -1,5 +1,5 @@
-// ServerProcess: starts the real gemm-server binary on a free loopback port
-// for a test, and stops it with a signal.
+// ServerProcess: starts the real gemm-server binary (or a test build of it)
+// on a free loopback port for a test, and stops it with a signal.
 //
 // Thread-safety: not thread-safe; one test thread owns it.
 //
@@ -21,11 +21,19 @@ namespace gemm::testing {
 
 class ServerProcess {
  public:
-  explicit ServerProcess(std::vector<std::string> extra_flags = {});
+  // The runfiles of gemm-server and of its test build with
+  // --testing-fail-kernel.
+  static constexpr char kServer[] = "server/gemm-server";
+  static constexpr char kServerWithFaults[] = "tests/gemm-server-with-faults";
+
+  // `binary` is a runfile path: the server, or a test build of it such as
+  // kServerWithFaults.
+  explicit ServerProcess(std::vector<std::string> extra_flags = {},
+                         std::string binary = kServer);
   ~ServerProcess();  // SIGKILLs a server still running.
 
-  // Starts the server (GEMM_SERVER_BINARY when set, else the runfile
-  // server/gemm-server) and waits (up to 20 s) until it listens.
+  // Starts the binary (for kServer, GEMM_SERVER_BINARY when set) and waits
+  // (up to 20 s) until it listens.
   absl::Status Start();
   // "127.0.0.1:PORT".
   std::string address() const;
@@ -40,6 +48,7 @@ class ServerProcess {
 
  private:
   std::vector<std::string> flags_;
+  std::string binary_;
   std::string port_file_;
   pid_t pid_ = -1;
   int port_ = 0;

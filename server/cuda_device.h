@@ -1,0 +1,69 @@
+// CudaDevice: one GPU as the CUDA backend holds it: its description, its
+// streams (each with the four events that time a batch on it) and its
+// DeviceMemoryPool. Which stream a batch uses is StreamSlots' decision.
+//
+// Thread-safety: immutable after Create(), apart from the pool (thread-
+// safe); a stream is used by one batch at a time (StreamSlots).
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device,
+//                    CudaDevice::Create(/*ordinal=*/0, options));
+//   cudaStream_t stream = device->stream(0).stream;
+#ifndef GEMM_SERVER_CUDA_DEVICE_H_
+#define GEMM_SERVER_CUDA_DEVICE_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/cuda_executor_options.h"
+#include "server/device_memory_pool.h"
+
+namespace gemm::server {
+
+class CudaDevice {
+ public:
+  // One stream and the events of the batch running on it.
+  struct Stream {
+    cudaStream_t stream = nullptr;
+    // Recorded before H2D, after H2D, after the kernel, after D2H.
+    cudaEvent_t events[4] = {nullptr, nullptr, nullptr, nullptr};
+  };
+
+  // Opens device `ordinal`: its description, options.streams_per_device
+  // streams with their events, and a pool of
+  // options.device_memory_budget_bytes (0: 90% of the memory free now).
+  // Leaves the device current.
+  static absl::StatusOr<std::unique_ptr<CudaDevice>> Create(
+      int ordinal, const CudaExecutorOptions& options);
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
+  // Waits for its streams, then releases them and the pool's blocks.
+  ~CudaDevice();
+
+  int ordinal() const { return ordinal_; }
+  const std::string& name() const { return name_; }    // "NVIDIA H200"
+  const std::string& label() const { return label_; }  // "cuda:0 NVIDIA H200"
+  uint64_t memory_bytes() const { return memory_bytes_; }
+  const std::string& compute_capability() const { return compute_capability_; }
+  DeviceMemoryPool& pool() { return *pool_; }
+  const Stream& stream(size_t index) const { return streams_[index]; }
+
+ private:
+  explicit CudaDevice(int ordinal) : ordinal_(ordinal) {}
+
+  const int ordinal_;
+  std::string name_;
+  std::string label_;
+  uint64_t memory_bytes_ = 0;
+  std::string compute_capability_;
+  std::vector<Stream> streams_;
+  std::unique_ptr<DeviceMemoryPool> pool_;
+};
+
+}  // namespace gemm::server
+
+#endif  // GEMM_SERVER_CUDA_DEVICE_H_

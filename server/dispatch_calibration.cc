@@ -1,0 +1,101 @@
+#include "server/dispatch_calibration.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "kernels/launch_timer.h"
+#include "kernels/sgemm.h"
+#include "spdlog/spdlog.h"
+
+namespace gemm::server {
+namespace {
+
+using kernels::CudaStatus;
+using kernels::KernelRegistry;
+using kernels::MakeSgemmArgs;
+using kernels::SgemmKernel;
+
+// Times `kernel` on m x n x k operands already on the device; the median of
+// three launches after a warm-up, in milliseconds.
+absl::StatusOr<double> TimeKernel(const SgemmKernel& kernel, uint32_t m,
+                                  uint32_t n, uint32_t k, const float* a,
+                                  const float* b, float* c,
+                                  cudaStream_t stream) {
+  ASSIGN_OR_RETURN(kernels::LaunchTimes times,
+                   kernels::TimeLaunches(
+                       kernel, MakeSgemmArgs(GemmProblem{m, n, k}, a, b, c),
+                       stream, {.warmup = 1, .repeats = 3}));
+  return times.MedianMs();
+}
+
+// Measures every candidate on the grid, on operands in one device block.
+absl::StatusOr<DispatchPolicy> Measure(CudaDevice& device) {
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device.ordinal()), "cudaSetDevice"));
+  const std::vector<uint32_t> grid = DispatchPolicy::DefaultGrid();
+  const uint64_t largest = uint64_t{grid.back()} * grid.back();
+  // Random operands: timing on zeros can flatter a kernel.
+  std::vector<float> host(largest);
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (float& x : host) x = dist(rng);
+  ASSIGN_OR_RETURN(void* block, device.pool().Allocate(3 * 4 * largest));
+  float* a = static_cast<float*>(block);
+  float* b = a + largest;
+  float* c = b + largest;
+  const cudaStream_t stream = device.stream(0).stream;
+  absl::StatusOr<DispatchPolicy> policy =
+      [&]() -> absl::StatusOr<DispatchPolicy> {
+    RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(a, host.data(), 4 * largest,
+                                               cudaMemcpyHostToDevice, stream),
+                               "calibration upload"));
+    RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(b, host.data(), 4 * largest,
+                                               cudaMemcpyHostToDevice, stream),
+                               "calibration upload"));
+    RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream), "upload"));
+    const absl::Time start = absl::Now();
+    ASSIGN_OR_RETURN(
+        DispatchPolicy measured,
+        DispatchPolicy::Calibrate(
+            device.name(), AutoCandidates(), grid,
+            [&](const std::string& name, uint32_t m, uint32_t n,
+                uint32_t k) -> absl::StatusOr<double> {
+              const SgemmKernel* kernel = KernelRegistry::Global().Find(name);
+              if (kernel == nullptr) {
+                return absl::NotFoundError(absl::StrCat("no kernel ", name));
+              }
+              return TimeKernel(*kernel, m, n, k, a, b, c, stream);
+            }));
+    spdlog::info("dispatch table: {} shapes measured in {}",
+                 measured.entries().size(),
+                 absl::FormatDuration(absl::Now() - start));
+    return measured;
+  }();
+  cudaStreamSynchronize(stream);
+  device.pool().Free(block, 3 * 4 * largest);
+  return policy;
+}
+
+}  // namespace
+
+std::vector<std::string> AutoCandidates() { return {"v5", "cublas"}; }
+
+absl::StatusOr<DispatchPolicy> CalibrateDispatch(
+    CudaDevice& device, const CudaExecutorOptions& options) {
+  if (!options.dispatch_cache.empty()) {
+    absl::StatusOr<DispatchPolicy> loaded = DispatchPolicy::Load(
+        options.dispatch_cache, device.name(), AutoCandidates());
+    if (loaded.ok()) return loaded;
+    spdlog::info("dispatch cache not used ({}); calibrating",
+                 loaded.status().ToString());
+  }
+  ASSIGN_OR_RETURN(DispatchPolicy policy, Measure(device));
+  if (!options.dispatch_cache.empty()) {
+    absl::Status saved = policy.Save(options.dispatch_cache);
+    if (!saved.ok()) spdlog::warn("dispatch cache: {}", saved.ToString());
+  }
+  return policy;
+}
+
+}  // namespace gemm::server

@@ -1,0 +1,470 @@
+// GemmStream in this process: GemmServiceImpl with the real CpuExecutor and
+// BatchScheduler on a loopback port, driven with raw messages
+// (proto/wire_codec.h) over a grpc::GenericStub, so that each test can send
+// exactly the parts it means to, including malformed ones. Results are
+// compared with a float64 reference; outputs start poisoned (NaN).
+#include "server/gemm_stream_reactor.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "common/reference_gemm.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/gemm.pb.h"
+#include "proto/wire_codec.h"
+#include "server/batch_scheduler.h"
+#include "server/cpu_executor.h"
+#include "server/gemm_service.h"
+
+namespace gemm::server {
+namespace {
+
+constexpr char kMethod[] = "/gemm.v1.GemmService/GemmStream";
+constexpr double kTolerance = 1e-5;
+// Small, so that results span several chunks.
+constexpr uint64_t kResultChunkBytes = 1000;
+
+// Holds every batch until Open(), so that tests can keep jobs queued.
+class GatedExecutor final : public Executor {
+ public:
+  explicit GatedExecutor(std::unique_ptr<Executor> inner)
+      : inner_(std::move(inner)) {}
+  absl::string_view backend() const override { return inner_->backend(); }
+  std::vector<DeviceDescription> devices() const override {
+    return inner_->devices();
+  }
+  std::vector<std::string> kernels() const override {
+    return inner_->kernels();
+  }
+  absl::StatusOr<std::string> ResolveKernel(
+      const GemmProblem& problem, absl::string_view requested) const override {
+    return inner_->ResolveKernel(problem, requested);
+  }
+  absl::Status Execute(const Batch& batch) override {
+    {
+      absl::MutexLock lock(&mu_);
+      held_ = batch.front();
+    }
+    batches_.fetch_add(1);
+    open_.WaitForNotification();
+    return inner_->Execute(batch);
+  }
+  void Open() {
+    if (!open_.HasBeenNotified()) open_.Notify();
+  }
+  int batches() const { return batches_.load(); }
+  // Whether the first job of the last batch given has been cancelled.
+  bool HeldJobCancelled() {
+    absl::MutexLock lock(&mu_);
+    std::shared_ptr<GemmJob> held = held_.lock();
+    return held != nullptr && held->IsCancelled();
+  }
+
+ private:
+  std::unique_ptr<Executor> inner_;
+  absl::Notification open_;
+  std::atomic<int> batches_{0};
+  absl::Mutex mu_;
+  // Weak: jobs must not outlive the service (their budget claims).
+  std::weak_ptr<GemmJob> held_ ABSL_GUARDED_BY(mu_);
+};
+
+// A job's operands, with its float64 reference result.
+struct Job {
+  Job(GemmProblem p, uint64_t seed) : problem(p) {
+    a.resize(problem.a_elements());
+    b.resize(problem.b_elements());
+    c.resize(problem.c_elements());
+    FillRandom(a.data(), a.size(), seed);
+    FillRandom(b.data(), b.size(), seed + 1);
+    FillRandom(c.data(), c.size(), seed + 2);
+    want = ReferenceGemm(problem, a.data(), b.data(),
+                         problem.beta != 0.0f ? c.data() : nullptr);
+  }
+  v1::GemmParams Params(uint64_t inline_result_max_bytes = 0) const {
+    v1::GemmParams params;
+    params.set_m(problem.m);
+    params.set_n(problem.n);
+    params.set_k(problem.k);
+    params.set_trans_a(problem.trans_a);
+    params.set_trans_b(problem.trans_b);
+    params.set_alpha(problem.alpha);
+    params.set_beta(problem.beta);
+    params.set_inline_result_max_bytes(inline_result_max_bytes);
+    return params;
+  }
+  absl::string_view Bytes(const std::vector<float>& v) const {
+    return absl::string_view(reinterpret_cast<const char*>(v.data()),
+                             4 * v.size());
+  }
+  wire::Operands Operands() const {
+    return {Bytes(a), Bytes(b), problem.beta != 0.0f ? Bytes(c) : ""};
+  }
+
+  GemmProblem problem;
+  std::vector<float> a, b, c;
+  std::vector<double> want;
+};
+
+GemmProblem Problem(uint32_t m, uint32_t n, uint32_t k, float beta = 0.0f,
+                    bool trans_a = false, bool trans_b = false) {
+  GemmProblem p{m, n, k, trans_a, trans_b};
+  p.alpha = 1.25f;
+  p.beta = beta;
+  return p;
+}
+
+// Everything a job got back on the stream.
+struct Received {
+  int ends = 0;
+  v1::JobEnd end;        // without c
+  std::vector<float> c;  // reassembled from chunks or JobEnd.c; NaN first
+  int chunks = 0;
+};
+
+// One GemmStream call, driven synchronously: write the parts, half-close,
+// then read every response until the server ends the call.
+class RawStream {
+ public:
+  explicit RawStream(grpc::GenericStub* stub) {
+    call_ = stub->PrepareCall(&context_, kMethod, &cq_);
+    call_->StartCall(Tag());
+    EXPECT_TRUE(Wait());
+  }
+  ~RawStream() {
+    cq_.Shutdown();
+    void* tag;
+    bool ok;
+    while (cq_.Next(&tag, &ok)) {
+    }
+  }
+
+  bool Write(const grpc::ByteBuffer& message) {
+    call_->Write(message, Tag());
+    return Wait();
+  }
+  // A StreamRequest with `data` (a piece of an operand, or nothing).
+  bool WritePart(const v1::StreamRequest& header, absl::string_view data = "") {
+    return Write(wire::EncodeStreamRequest(header, data));
+  }
+  void Cancel() { context_.TryCancel(); }
+
+  // Half-closes, reads until the server ends the call, and returns its
+  // status; `jobs` gets what each job id received (C is `c_elements` long).
+  grpc::Status Finish(std::map<uint64_t, Received>* jobs,
+                      const std::map<uint64_t, uint64_t>& c_elements) {
+    call_->WritesDone(Tag());
+    Wait();
+    grpc::ByteBuffer buffer;
+    while (true) {
+      call_->Read(&buffer, Tag());
+      if (!Wait()) break;
+      wire::DecodedResponse response;
+      EXPECT_TRUE(wire::DecodeStreamResponse(buffer, &response).ok());
+      Received& got = (*jobs)[response.job_id];
+      if (got.c.empty()) {
+        auto it = c_elements.find(response.job_id);
+        got.c.assign(it == c_elements.end() ? 0 : it->second,
+                     std::numeric_limits<float>::quiet_NaN());
+      }
+      char* out = reinterpret_cast<char*>(got.c.data());
+      if (response.has_chunk) {
+        ++got.chunks;
+        EXPECT_EQ(got.ends, 0) << "a chunk after the job's end";
+        EXPECT_LE(response.chunk_offset + response.data.size, 4 * got.c.size());
+        response.data.CopyTo(out + response.chunk_offset);
+      }
+      if (response.has_end) {
+        ++got.ends;
+        got.end = response.end;
+        if (response.data.size > 0) {
+          EXPECT_EQ(response.data.size, 4 * got.c.size());
+          response.data.CopyTo(out);
+        }
+      }
+    }
+    grpc::Status status;
+    call_->Finish(&status, Tag());
+    Wait();
+    return status;
+  }
+
+ private:
+  void* Tag() { return reinterpret_cast<void*>(++tag_); }
+  bool Wait() {
+    void* tag;
+    bool ok = false;
+    EXPECT_TRUE(cq_.Next(&tag, &ok));
+    EXPECT_EQ(tag, reinterpret_cast<void*>(tag_));
+    return ok;
+  }
+
+  grpc::ClientContext context_;
+  grpc::CompletionQueue cq_;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
+  intptr_t tag_ = 0;
+};
+
+class GemmStreamReactorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto cpu = CpuExecutor::Create({.threads = 1});
+    ASSERT_TRUE(cpu.ok());
+    executor_ = std::make_unique<GatedExecutor>(std::move(*cpu));
+    auto scheduler = BatchScheduler::Create({}, executor_.get());
+    ASSERT_TRUE(scheduler.ok());
+    scheduler_ = std::move(*scheduler);
+    GemmServiceImpl::Options options;
+    options.limits.result_chunk_bytes = kResultChunkBytes;
+    options.version = "test";
+    service_ = std::make_unique<GemmServiceImpl>(options, executor_.get(),
+                                                 scheduler_.get());
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port_);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(port_, 0);
+    stub_ = std::make_unique<grpc::GenericStub>(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
+                            grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    executor_->Open();
+    scheduler_->StopAccepting();
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(5));
+    scheduler_->Stop();
+    server_->Wait();
+  }
+
+  // Sends `job` as `id`: params with no data, then A, B and (when beta is
+  // not 0) C in chunks of `chunk_bytes`, the last message ending the job.
+  static void SendChunked(RawStream& stream, uint64_t id, const Job& job,
+                          uint64_t chunk_bytes) {
+    v1::StreamRequest first;
+    first.set_job_id(id);
+    *first.mutable_params() = job.Params();
+    ASSERT_TRUE(stream.WritePart(first));
+    std::vector<std::pair<v1::Operand, absl::string_view>> operands = {
+        {v1::OPERAND_A, job.Bytes(job.a)}, {v1::OPERAND_B, job.Bytes(job.b)}};
+    if (job.problem.beta != 0.0f) {
+      operands.push_back({v1::OPERAND_C, job.Bytes(job.c)});
+    }
+    for (size_t o = 0; o < operands.size(); ++o) {
+      const auto& [operand, bytes] = operands[o];
+      for (uint64_t offset = 0; offset < bytes.size(); offset += chunk_bytes) {
+        v1::StreamRequest part;
+        part.set_job_id(id);
+        part.set_operand(operand);
+        part.set_offset(offset);
+        const bool last =
+            o + 1 == operands.size() && offset + chunk_bytes >= bytes.size();
+        part.set_end_of_job(last);
+        ASSERT_TRUE(stream.WritePart(part, bytes.substr(offset, chunk_bytes)));
+      }
+    }
+  }
+
+  std::unique_ptr<GatedExecutor> executor_;
+  std::unique_ptr<BatchScheduler> scheduler_;
+  std::unique_ptr<GemmServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::GenericStub> stub_;
+  int port_ = 0;
+};
+
+void ExpectCorrect(const Received& got, const Job& job) {
+  EXPECT_EQ(got.ends, 1);
+  EXPECT_EQ(got.end.code(), 0) << got.end.message();
+  ASSERT_EQ(got.c.size(), job.want.size());
+  EXPECT_LE(RelativeFrobeniusError(got.c.data(), job.want), kTolerance);
+}
+
+TEST_F(GemmStreamReactorTest, ChunkedJobIsReassembled) {
+  executor_->Open();
+  const Job job(Problem(37, 29, 41, /*beta=*/-0.5f, true, false), 11);
+  RawStream stream(stub_.get());
+  // Chunk sizes that do not divide the operands.
+  SendChunked(stream, 5, job, 700);
+  std::map<uint64_t, Received> got;
+  ASSERT_TRUE(stream.Finish(&got, {{5, job.problem.c_elements()}}).ok());
+  ASSERT_EQ(got.size(), 1u);
+  ExpectCorrect(got[5], job);
+  // 37 * 29 * 4 bytes in chunks of at most 1000.
+  EXPECT_EQ(got[5].chunks, 5);
+  EXPECT_EQ(got[5].end.timing().kernel(), "cpu");
+  EXPECT_EQ(got[5].end.timing().device(), "cpu");
+}
+
+TEST_F(GemmStreamReactorTest, WholeJobMessageWithInlineResult) {
+  executor_->Open();
+  const Job job(Problem(9, 13, 17, 0.0f, false, true), 21);
+  RawStream stream(stub_.get());
+  ASSERT_TRUE(stream.Write(
+      wire::EncodeWholeJob(3, job.Params(1 << 20), job.Operands())));
+  std::map<uint64_t, Received> got;
+  ASSERT_TRUE(stream.Finish(&got, {{3, job.problem.c_elements()}}).ok());
+  ExpectCorrect(got[3], job);
+  EXPECT_EQ(got[3].chunks, 0) << "C fits inline: no chunks";
+}
+
+TEST_F(GemmStreamReactorTest, OutOfOrderOffsetFailsTheJobAlone) {
+  executor_->Open();
+  const Job job(Problem(8, 8, 8), 31);
+  const Job other(Problem(6, 5, 4), 41);
+  RawStream stream(stub_.get());
+  v1::StreamRequest first;
+  first.set_job_id(1);
+  *first.mutable_params() = job.Params();
+  ASSERT_TRUE(stream.WritePart(first, ""));
+  v1::StreamRequest part;
+  part.set_job_id(1);
+  part.set_operand(v1::OPERAND_A);
+  part.set_offset(0);
+  ASSERT_TRUE(stream.WritePart(part, job.Bytes(job.a).substr(0, 64)));
+  part.set_offset(128);  // 64 expected
+  ASSERT_TRUE(stream.WritePart(part, job.Bytes(job.a).substr(128, 64)));
+  // The failed job's later parts are ignored, its end included.
+  part.set_offset(192);
+  part.set_end_of_job(true);
+  ASSERT_TRUE(stream.WritePart(part, job.Bytes(job.a).substr(192, 64)));
+  SendChunked(stream, 2, other, 1 << 20);
+  std::map<uint64_t, Received> got;
+  ASSERT_TRUE(stream.Finish(&got, {{2, other.problem.c_elements()}}).ok());
+  EXPECT_EQ(got[1].ends, 1);
+  EXPECT_EQ(got[1].end.code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(got[1].end.message().find("offset"), std::string::npos);
+  EXPECT_NE(got[1].end.message().find("expected offset 64, got 128"),
+            std::string::npos)
+      << got[1].end.message();
+  ExpectCorrect(got[2], other);
+}
+
+TEST_F(GemmStreamReactorTest, DataForAJobNeverStarted) {
+  RawStream stream(stub_.get());
+  v1::StreamRequest part;
+  part.set_job_id(7);
+  part.set_operand(v1::OPERAND_A);
+  part.set_end_of_job(true);
+  ASSERT_TRUE(stream.WritePart(part, "abcd"));
+  std::map<uint64_t, Received> got;
+  ASSERT_TRUE(stream.Finish(&got, {}).ok());
+  EXPECT_EQ(got[7].ends, 1);
+  EXPECT_EQ(got[7].end.code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(got[7].end.message().find("not started"), std::string::npos)
+      << got[7].end.message();
+}
+
+TEST_F(GemmStreamReactorTest, ParamsSentTwice) {
+  const Job job(Problem(4, 4, 4), 51);
+  RawStream stream(stub_.get());
+  v1::StreamRequest first;
+  first.set_job_id(9);
+  *first.mutable_params() = job.Params();
+  ASSERT_TRUE(stream.WritePart(first));
+  ASSERT_TRUE(stream.WritePart(first));
+  std::map<uint64_t, Received> got;
+  ASSERT_TRUE(stream.Finish(&got, {}).ok());
+  EXPECT_EQ(got[9].ends, 1);
+  EXPECT_EQ(got[9].end.code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(got[9].end.message().find("params sent again"), std::string::npos)
+      << got[9].end.message();
+}
+
+TEST_F(GemmStreamReactorTest, StreamClosedBeforeEndOfJob) {
+  const Job job(Problem(4, 4, 4), 61);
+  RawStream stream(stub_.get());
+  v1::StreamRequest first;
+  first.set_job_id(4);
+  *first.mutable_params() = job.Params();
+  first.set_operand(v1::OPERAND_A);
+  ASSERT_TRUE(stream.WritePart(first, job.Bytes(job.a)));
+  std::map<uint64_t, Received> got;
+  ASSERT_TRUE(stream.Finish(&got, {}).ok());
+  EXPECT_EQ(got[4].ends, 1);
+  EXPECT_EQ(got[4].end.code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(got[4].end.message().find("stream closed before"),
+            std::string::npos)
+      << got[4].end.message();
+}
+
+TEST_F(GemmStreamReactorTest, ManyPipelinedJobsEachEndOnce) {
+  executor_->Open();
+  std::vector<std::unique_ptr<Job>> jobs;
+  std::map<uint64_t, uint64_t> c_elements;
+  RawStream stream(stub_.get());
+  for (uint64_t id = 100; id < 140; ++id) {
+    const uint32_t i = static_cast<uint32_t>(id - 100);
+    jobs.push_back(std::make_unique<Job>(
+        Problem(5 + i % 7, 3 + i % 5, 2 + i % 11, i % 3 == 0 ? 0.5f : 0.0f,
+                i % 2 == 1, i % 4 == 1),
+        id));
+    const Job& job = *jobs.back();
+    c_elements[id] = job.problem.c_elements();
+    if (i % 2 == 0) {
+      ASSERT_TRUE(stream.Write(wire::EncodeWholeJob(
+          id, job.Params(i % 4 == 0 ? 1 << 20 : 0), job.Operands())));
+    } else {
+      SendChunked(stream, id, job, 40);
+    }
+  }
+  std::map<uint64_t, Received> got;
+  ASSERT_TRUE(stream.Finish(&got, c_elements).ok());
+  EXPECT_EQ(got.size(), jobs.size());
+  for (uint64_t id = 100; id < 140; ++id) {
+    SCOPED_TRACE(id);
+    ExpectCorrect(got[id], *jobs[id - 100]);
+  }
+}
+
+TEST_F(GemmStreamReactorTest, CancelledStreamDropsItsQueuedJobs) {
+  // Gate closed: the first job runs and waits there, the second queues.
+  const Job first(Problem(16, 16, 16), 71);
+  const Job second(Problem(24, 16, 16), 81);
+  RawStream stream(stub_.get());
+  ASSERT_TRUE(
+      stream.Write(wire::EncodeWholeJob(1, first.Params(), first.Operands())));
+  ASSERT_TRUE(stream.Write(
+      wire::EncodeWholeJob(2, second.Params(), second.Operands())));
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while ((executor_->batches() < 1 || scheduler_->queued() < 1) &&
+         absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(executor_->batches(), 1);
+  ASSERT_EQ(scheduler_->queued(), 1u);
+  stream.Cancel();
+  std::map<uint64_t, Received> got;
+  EXPECT_EQ(stream.Finish(&got, {}).error_code(), grpc::StatusCode::CANCELLED);
+  // The server has seen the cancellation once the reactor cancelled its
+  // jobs (the running one included).
+  while (!executor_->HeldJobCancelled() && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_TRUE(executor_->HeldJobCancelled());
+  executor_->Open();
+  while (scheduler_->completed_ok() + scheduler_->completed_failed() < 2 &&
+         absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  // The running job finished; the queued one was dropped unrun.
+  EXPECT_EQ(scheduler_->completed_ok(), 1u);
+  EXPECT_EQ(scheduler_->completed_failed(), 1u);
+  EXPECT_EQ(executor_->batches(), 1);
+}
+
+}  // namespace
+}  // namespace gemm::server

@@ -1,0 +1,108 @@
+// JobIntake: the one admission sequence of the service, shared by the unary
+// Gemm call and GemmStream.
+//
+// A job is admitted in this order: its params are validated and its kernel
+// resolved (validation.h); a complete job's operand byte counts are checked;
+// its bytes are claimed from the in-flight budget (UNAVAILABLE when full);
+// its host storage is allocated (pinned on the CUDA backend) and, for a
+// complete job, its operands are copied in, once; finally the call's
+// deadline and cancellation are attached, the job is marked ready and it is
+// handed to the BatchScheduler. A streamed job stops after the allocation,
+// receives its chunks (JobAssembly) and rejoins at Submit(). The intake also
+// counts the jobs turned away, for Info.
+//
+// Thread-safety: thread-safe; gRPC calls it from its own threads.
+//
+//   JobIntake intake(options, &executor, &scheduler);
+//   ASSIGN_OR_RETURN(auto job, intake.AdmitComplete(params, {a, b, c}));
+//   RETURN_IF_ERROR(intake.Submit(job, JobIntake::CallOf(context), done));
+#ifndef GEMM_SERVER_JOB_INTAKE_H_
+#define GEMM_SERVER_JOB_INTAKE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/gemm.pb.h"
+#include "proto/wire_codec.h"
+#include "server/batch_scheduler.h"
+#include "server/executor.h"
+#include "server/gemm_job.h"
+#include "server/validation.h"
+
+namespace gemm::server {
+
+class JobIntake {
+ public:
+  struct Options {
+    ServiceLimits limits;
+    // Host storage of new jobs (pinned memory on the CUDA backend); must
+    // outlive the intake. Default nullptr: the heap.
+    HostAllocator* host_allocator = nullptr;
+  };
+
+  // What a job takes from the RPC that brought it.
+  struct Call {
+    // The call's gRPC deadline. Default: none.
+    absl::Time deadline = absl::InfiniteFuture();
+    // Polled by the scheduler; true once the caller went away. Default
+    // empty: never.
+    std::function<bool()> cancelled;
+  };
+  // The deadline and cancellation of a gRPC call; `context` must outlive
+  // the jobs submitted with the result.
+  static Call CallOf(grpc::CallbackServerContext* context);
+
+  // `executor` and `scheduler` must outlive the intake.
+  JobIntake(const Options& options, Executor* executor,
+            BatchScheduler* scheduler);
+
+  // Validates `params` and resolves the kernel: the job's spec.
+  absl::StatusOr<JobSpec> Validate(const v1::GemmParams& params) const;
+
+  // Claims `spec`'s bytes from the in-flight budget and allocates the job's
+  // (uninitialized) host storage.
+  absl::StatusOr<std::shared_ptr<GemmJob>> Allocate(const JobSpec& spec);
+
+  // A job whose params and operands all arrived in one message: Validate,
+  // check the operand byte counts, Allocate and copy the operands in (C
+  // only when beta is not 0). An operand-count error's message starts with
+  // `operand_error_prefix` (the stream names the job there; the other
+  // errors name their field already).
+  absl::StatusOr<std::shared_ptr<GemmJob>> AdmitComplete(
+      const v1::GemmParams& params, const wire::Pieces& a,
+      const wire::Pieces& b, const wire::Pieces& c,
+      absl::string_view operand_error_prefix = "");
+
+  // Attaches `call`'s deadline and cancellation and `done` to a job whose
+  // operands are all in place, marks it ready and queues it. On an error
+  // (UNAVAILABLE: queue full or shutting down) the job is untouched by the
+  // scheduler and `done` will not run.
+  absl::Status Submit(const std::shared_ptr<GemmJob>& job, const Call& call,
+                      GemmJob::DoneCallback done);
+
+  // Counts a job turned away before it was accepted; read by Info.
+  void CountRejected() { rejected_.fetch_add(1); }
+  uint64_t rejected() const { return rejected_.load(); }
+
+  const ServiceLimits& limits() const { return options_.limits; }
+  const InflightBudget& budget() const { return budget_; }
+
+ private:
+  const Options options_;
+  Executor* const executor_;
+  BatchScheduler* const scheduler_;
+  InflightBudget budget_;
+  std::atomic<uint64_t> rejected_{0};
+};
+
+}  // namespace gemm::server
+
+#endif  // GEMM_SERVER_JOB_INTAKE_H_

@@ -1,0 +1,64 @@
+#include "server/pinned_host_pool.h"
+
+#include <cuda_runtime_api.h>
+
+#include "server/size_class.h"
+#include "spdlog/spdlog.h"
+
+namespace gemm::server {
+
+void* PinnedHostPool::Allocate(uint64_t bytes) {
+  const uint64_t size = SizeClass(bytes);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = free_.find(size);
+    if (it != free_.end() && !it->second.empty()) {
+      void* block = it->second.back();
+      it->second.pop_back();
+      cached_ -= size;
+      return block;
+    }
+  }
+  void* block = nullptr;
+  if (cudaHostAlloc(&block, size, cudaHostAllocPortable) != cudaSuccess) {
+    cudaGetLastError();
+    Trim();
+    if (cudaHostAlloc(&block, size, cudaHostAllocPortable) != cudaSuccess) {
+      cudaGetLastError();
+      spdlog::warn(
+          "pinned pool: cudaHostAlloc of {} bytes failed; the job "
+          "uses pageable memory",
+          size);
+      return nullptr;
+    }
+  }
+  return block;
+}
+
+void PinnedHostPool::Free(void* block, uint64_t bytes) {
+  const uint64_t size = SizeClass(bytes);
+  {
+    absl::MutexLock lock(&mu_);
+    if (cached_ + size <= cache_limit_) {
+      free_[size].push_back(block);
+      cached_ += size;
+      return;
+    }
+  }
+  cudaFreeHost(block);
+}
+
+void PinnedHostPool::Trim() {
+  std::vector<void*> blocks;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [size, list] : free_) {
+      blocks.insert(blocks.end(), list.begin(), list.end());
+    }
+    free_.clear();
+    cached_ = 0;
+  }
+  for (void* block : blocks) cudaFreeHost(block);
+}
+
+}  // namespace gemm::server

@@ -1,0 +1,156 @@
+#include "server/server_main.h"
+
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/time/time.h"
+#include "common/process_tuning.h"
+#include "common/version.h"
+#include "server/gemm_server.h"
+#include "spdlog/spdlog.h"
+
+namespace gemm::server {
+
+int RunServerMain(int argc, char** argv,
+                  const ServerMainExtensions& extensions) {
+  TuneProcess();
+  GemmServer::Options options;
+  std::string log_level = "info";
+  std::string port_file;
+  double max_queue_delay_us = 0;
+  double shutdown_grace_s = 30;
+  // 0: the backend's choice (1 on the CPU, devices x streams on CUDA).
+  options.batching.num_workers = 0;
+
+  CLI::App app{"gemm-server: SGEMM as a gRPC service (gemm.v1.GemmService)"};
+  app.set_version_flag("--version", std::string(kVersion));
+  app.add_option("--listen", options.listen_address,
+                 "host:port to listen on; port 0 picks a free port")
+      ->capture_default_str();
+  app.add_option("--backend", options.backend,
+                 "auto (CUDA when present, else CPU), cuda or cpu")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
+      ->capture_default_str();
+  app.add_option("--threads", options.cpu_threads,
+                 "OpenBLAS threads per GEMM on the CPU backend (0: OpenBLAS "
+                 "default)")
+      ->capture_default_str();
+  app.add_option("--max-dim", options.limits.max_dim, "largest M, N or K")
+      ->capture_default_str();
+  app.add_option("--max-job-bytes", options.limits.max_job_bytes,
+                 "largest job: bytes of A, B and C together")
+      ->capture_default_str();
+  app.add_option("--max-inflight-bytes", options.limits.max_inflight_bytes,
+                 "bytes of all accepted, unfinished jobs; beyond it new jobs "
+                 "get UNAVAILABLE")
+      ->capture_default_str();
+  app.add_option("--max-message-bytes", options.limits.max_message_bytes,
+                 "largest gRPC message received or sent")
+      ->capture_default_str();
+  app.add_option("--result-chunk-bytes", options.limits.result_chunk_bytes,
+                 "size of result chunks on GemmStream")
+      ->capture_default_str();
+  app.add_option("--http2-stream-window-bytes",
+                 options.http2_stream_window_bytes,
+                 "HTTP/2 flow-control window per stream: bytes a client may "
+                 "send ahead of the server's reads (0: gRPC's default)")
+      ->capture_default_str();
+  app.add_option("--http2-max-frame-bytes", options.http2_max_frame_bytes,
+                 "largest HTTP/2 frame accepted, 16384..16777215 (0: gRPC's "
+                 "default)")
+      ->check(CLI::Range(0, 16777215))
+      ->capture_default_str();
+  app.add_option("--max-queued-jobs", options.batching.max_queued_jobs,
+                 "jobs that may wait; beyond it new jobs get UNAVAILABLE")
+      ->capture_default_str();
+  app.add_option("--max-batch-size", options.batching.max_batch_size,
+                 "most jobs in one batch")
+      ->capture_default_str();
+  app.add_option("--max-queue-delay-us", max_queue_delay_us,
+                 "longest a job waits for others to join its batch")
+      ->capture_default_str();
+  app.add_option("--workers", options.batching.num_workers,
+                 "batches executing at once; 0: the backend's choice (1 on "
+                 "the CPU, devices x streams-per-device on CUDA)")
+      ->capture_default_str();
+  app.add_option("--devices", options.cuda.devices,
+                 "CUDA devices to use, e.g. 0,1 (default: all visible)")
+      ->delimiter(',');
+  app.add_option("--streams-per-device", options.cuda.streams_per_device,
+                 "CUDA streams per device: batches in flight on each GPU")
+      ->capture_default_str();
+  app.add_option("--coalesce-small-writes", options.coalesce_small_writes,
+                 "let small stream messages queued back to back share a "
+                 "socket write (gRPC buffer hint)")
+      ->capture_default_str();
+  app.add_option("--cuda-blocking-sync", options.cuda.blocking_sync,
+                 "CUDA workers sleep until their batch is done (false: they "
+                 "spin, a core each)")
+      ->capture_default_str();
+  app.add_option("--device-memory-budget-bytes",
+                 options.cuda.device_memory_budget_bytes,
+                 "device memory per GPU for operands (0: 90% of the free "
+                 "memory at start); larger jobs get RESOURCE_EXHAUSTED")
+      ->capture_default_str();
+  app.add_option("--pinned-cache-bytes", options.cuda.pinned_cache_bytes,
+                 "pinned host memory kept for reuse after jobs end")
+      ->capture_default_str();
+  app.add_option("--calibrate", options.cuda.calibrate,
+                 "measure v5 vs cuBLAS at start for kernel=auto (false: auto "
+                 "runs cuBLAS)")
+      ->capture_default_str();
+  app.add_option("--dispatch-cache", options.cuda.dispatch_cache,
+                 "file the dispatch table is loaded from if it holds one for "
+                 "this GPU, else saved to after calibrating");
+  app.add_option("--shutdown-grace-s", shutdown_grace_s,
+                 "on SIGINT/SIGTERM, how long open calls may take to finish")
+      ->capture_default_str();
+  app.add_option("--port-file", port_file,
+                 "write the listening port to this file once serving");
+  app.add_option("--log-level", log_level,
+                 "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+  if (extensions.add_flags) extensions.add_flags(app);
+  CLI11_PARSE(app, argc, argv);
+  options.decorate_executor = extensions.decorate_executor;
+
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  options.batching.max_queue_delay = absl::Microseconds(max_queue_delay_us);
+
+  // Block the shutdown signals in every thread; main waits for them below.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto server = GemmServer::Create(options);
+  if (!server.ok()) {
+    spdlog::critical("cannot start: {}", server.status().ToString());
+    return 1;
+  }
+  const auto devices = (*server)->executor().devices();
+  spdlog::info("gemm-server {} listening on port {} (backend {}, device {})",
+               kVersion, (*server)->port(),
+               std::string((*server)->executor().backend()),
+               devices.empty() ? "none" : devices.front().name);
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << (*server)->port() << "\n";
+    std::rename(tmp.c_str(), port_file.c_str());
+  }
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("signal {}: finishing accepted jobs (grace {} s), then exiting",
+               signal_number, shutdown_grace_s);
+  (*server)->Shutdown(absl::Seconds(shutdown_grace_s));
+  spdlog::info("shut down cleanly");
+  return 0;
+}
+
+}  // namespace gemm::server

@@ -1,0 +1,63 @@
+#include "server/stream_outbox.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "proto/gemm.pb.h"
+#include "proto/wire_codec.h"
+#include "server/wire_timing.h"
+
+namespace gemm::server {
+
+bool StreamOutbox::FitsInline(const GemmProblem& problem,
+                              uint64_t inline_result_max_bytes) const {
+  return 4 * problem.c_elements() <=
+         std::min(inline_result_max_bytes, result_chunk_bytes_);
+}
+
+void StreamOutbox::PushError(uint64_t job_id, absl::Status status) {
+  queue_.push_back(Outgoing{job_id, std::move(status), nullptr, 0, false});
+}
+
+void StreamOutbox::PushResult(uint64_t job_id, std::shared_ptr<GemmJob> job,
+                              bool inline_result) {
+  queue_.push_back(
+      Outgoing{job_id, absl::OkStatus(), std::move(job), 0, inline_result});
+}
+
+grpc::ByteBuffer StreamOutbox::Next() {
+  Outgoing& out = queue_.front();
+  if (out.job != nullptr) {
+    const uint64_t total = 4 * out.job->problem().c_elements();
+    if (!out.inline_result && out.offset < total) {
+      const uint64_t n =
+          std::min<uint64_t>(result_chunk_bytes_, total - out.offset);
+      // No copy: the chunk's bytes are the job's C, kept alive by the
+      // buffer until gRPC has sent them.
+      grpc::ByteBuffer chunk = wire::EncodeResultChunk(
+          out.job_id, out.offset,
+          reinterpret_cast<const char*>(out.job->c()) + out.offset, n, out.job);
+      out.offset += n;
+      return chunk;
+    }
+  }
+  v1::StreamResponse message;
+  message.set_job_id(out.job_id);
+  v1::JobEnd* end = message.mutable_end();
+  if (out.job != nullptr) {
+    end->set_code(0);
+    FillTiming(*out.job, end->mutable_timing());
+    if (out.inline_result) {
+      end->set_c(reinterpret_cast<const char*>(out.job->c()),
+                 4 * out.job->problem().c_elements());
+    }
+  } else {
+    end->set_code(static_cast<int>(out.status.code()));
+    end->set_message(std::string(out.status.message()));
+  }
+  queue_.pop_front();
+  return wire::EncodeMessage(message);
+}
+
+}  // namespace gemm::server

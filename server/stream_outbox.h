@@ -1,0 +1,70 @@
+// StreamOutbox: the messages a GemmStream call still has to send, in order.
+//
+// A finished job's result leaves as ResultChunks of result_chunk_bytes
+// framed around the job's own C (no copy; the message holds the job until
+// gRPC has sent it) and a closing JobEnd with the timing, or, when C is
+// small enough and the client asked for it, inside the JobEnd itself. A
+// failed job leaves as one JobEnd with its status.
+//
+// Thread-safety: not thread-safe; its stream reactor guards it.
+//
+//   StreamOutbox outbox(limits.result_chunk_bytes);
+//   outbox.PushResult(job_id, job, outbox.FitsInline(job->problem(), max));
+//   while (!outbox.empty()) StartWrite(outbox.Next());
+#ifndef GEMM_SERVER_STREAM_OUTBOX_H_
+#define GEMM_SERVER_STREAM_OUTBOX_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "grpcpp/grpcpp.h"
+#include "server/gemm_job.h"
+
+namespace gemm::server {
+
+class StreamOutbox {
+ public:
+  // `result_chunk_bytes`: the largest ResultChunk, and the largest inline
+  // result.
+  explicit StreamOutbox(uint64_t result_chunk_bytes)
+      : result_chunk_bytes_(result_chunk_bytes) {}
+
+  // Whether a result of `problem` goes inside its JobEnd, given the job's
+  // params.inline_result_max_bytes. Never beyond one result chunk, so an
+  // inline result always fits the server's largest message.
+  bool FitsInline(const GemmProblem& problem,
+                  uint64_t inline_result_max_bytes) const;
+
+  // Queues a failed job's end record.
+  void PushError(uint64_t job_id, absl::Status status);
+  // Queues a finished job's result.
+  void PushResult(uint64_t job_id, std::shared_ptr<GemmJob> job,
+                  bool inline_result);
+
+  bool empty() const { return queue_.empty(); }
+  // Drops everything not yet sent (the call is cancelled or broken).
+  void Clear() { queue_.clear(); }
+  // The next message to send; call only when !empty().
+  grpc::ByteBuffer Next();
+
+ private:
+  // A job's result (chunks, then its end record) or a failed job's end
+  // record.
+  struct Outgoing {
+    uint64_t job_id = 0;
+    absl::Status status;
+    std::shared_ptr<GemmJob> job;  // set for a successful result
+    uint64_t offset = 0;           // next byte of C to send
+    // C goes inside the JobEnd (JobEnd.c) rather than in chunks.
+    bool inline_result = false;
+  };
+
+  const uint64_t result_chunk_bytes_;
+  std::deque<Outgoing> queue_;
+};
+
+}  // namespace gemm::server
+
+#endif  // GEMM_SERVER_STREAM_OUTBOX_H_

@@ -1,0 +1,53 @@
+// StreamSlots: where the CUDA backend runs its next batch. Each device has
+// a fixed number of streams; a batch takes a free stream on the
+// least-loaded device (load: bytes of the batches running there), ties
+// going round-robin so that light load still spreads over every device,
+// and waits when every stream is busy.
+//
+// Thread-safety: thread-safe.
+//
+//   StreamSlots slots(/*devices=*/2, /*streams_per_device=*/4);
+//   StreamSlots::Slot slot = slots.Acquire(batch_bytes);  // may wait
+//   slots.Release(slot, batch_bytes);
+#ifndef GEMM_SERVER_STREAM_SLOTS_H_
+#define GEMM_SERVER_STREAM_SLOTS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace gemm::server {
+
+class StreamSlots {
+ public:
+  // A stream of a device, by index.
+  struct Slot {
+    size_t device = 0;
+    size_t stream = 0;
+  };
+
+  StreamSlots(size_t devices, int streams_per_device);
+
+  // Takes a free stream on the least-loaded device, waiting for one, and
+  // adds `bytes` to that device's load.
+  Slot Acquire(uint64_t bytes);
+  // Gives back a slot from Acquire(`bytes`).
+  void Release(Slot slot, uint64_t bytes);
+
+ private:
+  // Finds a slot for Acquire; false when every stream is busy.
+  bool Pick(Slot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  std::vector<std::vector<bool>> busy_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> load_ ABSL_GUARDED_BY(mu_);
+  // The device that wins the next tie.
+  size_t first_choice_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace gemm::server
+
+#endif  // GEMM_SERVER_STREAM_SLOTS_H_

@@ -1,0 +1,52 @@
+#include "server/stream_slots.h"
+
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace gemm::server {
+namespace {
+
+TEST(StreamSlotsTest, IdleDevicesTakeTurns) {
+  StreamSlots slots(3, 2);
+  for (size_t round = 0; round < 2; ++round) {
+    for (size_t device = 0; device < 3; ++device) {
+      StreamSlots::Slot slot = slots.Acquire(0);
+      EXPECT_EQ(slot.device, device);
+      slots.Release(slot, 0);
+    }
+  }
+}
+
+TEST(StreamSlotsTest, TheLeastLoadedDeviceWins) {
+  StreamSlots slots(2, 2);
+  StreamSlots::Slot heavy = slots.Acquire(1000);  // device 0
+  StreamSlots::Slot light = slots.Acquire(10);    // device 1
+  EXPECT_EQ(heavy.device, 0u);
+  EXPECT_EQ(light.device, 1u);
+  // Device 0 would win the tie, but device 1 carries less.
+  StreamSlots::Slot next = slots.Acquire(10);
+  EXPECT_EQ(next.device, 1u);
+  EXPECT_NE(next.stream, light.stream);
+  slots.Release(next, 10);
+  slots.Release(light, 10);
+  slots.Release(heavy, 1000);
+}
+
+TEST(StreamSlotsTest, WaitsWhileEveryStreamIsBusy) {
+  StreamSlots slots(1, 1);
+  StreamSlots::Slot only = slots.Acquire(1);
+  absl::Notification acquired;
+  std::thread waiter([&] {
+    slots.Release(slots.Acquire(1), 1);
+    acquired.Notify();
+  });
+  EXPECT_FALSE(acquired.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+  slots.Release(only, 1);
+  EXPECT_TRUE(acquired.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  waiter.join();
+}
+
+}  // namespace
+}  // namespace gemm::server
