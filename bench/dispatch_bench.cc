@@ -6,7 +6,8 @@
 // a warm-up, kernels/launch_timer.h; random operands) and reports, per shape,
 // auto's choice, the best kernel and auto's slowdown against it. Writes JSON.
 //
-//   dispatch-bench --out dispatch.json   (gemmbench.py run --scenario dispatch runs it)
+//   dispatch-bench --out dispatch.json   (gemmbench.py run --scenario dispatch
+//   runs it)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

@@ -29,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/gemm_client.h"
 #include "common/reference_gemm.h"
+#include "nlohmann/json.hpp"
 
 namespace {
 
@@ -112,22 +113,34 @@ int RunBatching(GemmClient& client, uint32_t size, int streams, int depth,
   const double n = std::max<size_t>(1, samples.size());
   const double flops = 2.0 * size * size * size;
   const double gpu_jobs_per_s = samples.size() / (gpu_ms / 1e3);
-  *json = absl::StrFormat(
-      "{\"mode\": \"batching\", \"size\": %d, \"streams\": %d, \"depth\": %d, "
-      "\"kernel\": \"%s\", \"seconds\": %.3f, \"jobs\": %d, \"errors\": %d, "
-      "\"first_error\": \"%s\", \"requests_per_s\": %.1f, "
-      "\"client_gflops\": %.2f, \"latency_ms\": {\"p50\": %.3f, \"p90\": "
-      "%.3f, \"p99\": %.3f}, \"mean_batch_size\": %.2f, "
-      "\"mean_queue_ms\": %.3f, \"mean_h2d_ms\": %.4f, "
-      "\"mean_compute_ms\": %.4f, \"mean_d2h_ms\": %.4f, "
-      "\"gpu_compute_ms_total\": %.3f, \"gpu_jobs_per_s\": %.0f, "
-      "\"gpu_gflops\": %.1f, \"device\": \"%s\"}",
-      size, streams, depth, kernel, wall, samples.size(), errors.load(),
-      first_error, samples.size() / wall, samples.size() * flops / wall / 1e9,
-      Percentile(latency, 0.5), Percentile(latency, 0.9),
-      Percentile(latency, 0.99), batch_sum / n, queue / n, h2d / n, compute / n,
-      d2h / n, gpu_ms, gpu_jobs_per_s, gpu_jobs_per_s * flops / 1e9,
-      samples.empty() ? "" : samples.front().timing.device());
+  *json =
+      nlohmann::ordered_json{
+          {"mode", "batching"},
+          {"size", size},
+          {"streams", streams},
+          {"depth", depth},
+          {"kernel", kernel},
+          {"seconds", wall},
+          {"jobs", samples.size()},
+          {"errors", errors.load()},
+          {"first_error", first_error},
+          {"requests_per_s", samples.size() / wall},
+          {"client_gflops", samples.size() * flops / wall / 1e9},
+          {"latency_ms",
+           {{"p50", Percentile(latency, 0.5)},
+            {"p90", Percentile(latency, 0.9)},
+            {"p99", Percentile(latency, 0.99)}}},
+          {"mean_batch_size", batch_sum / n},
+          {"mean_queue_ms", queue / n},
+          {"mean_h2d_ms", h2d / n},
+          {"mean_compute_ms", compute / n},
+          {"mean_d2h_ms", d2h / n},
+          {"gpu_compute_ms_total", gpu_ms},
+          {"gpu_jobs_per_s", gpu_jobs_per_s},
+          {"gpu_gflops", gpu_jobs_per_s * flops / 1e9},
+          {"device", samples.empty() ? "" : samples.front().timing.device()},
+      }
+          .dump();
   return errors.load() == 0 ? 0 : 1;
 }
 
@@ -137,7 +150,7 @@ int RunSingle(GemmClient& client, uint32_t size, int reps,
   std::vector<float> a(elements), b(elements), c(elements);
   gemm::FillRandom(a.data(), a.size(), 1);
   gemm::FillRandom(b.data(), b.size(), 2);
-  std::vector<std::string> runs;
+  nlohmann::ordered_json runs = nlohmann::ordered_json::array();
   int failures = 0;
   for (int r = 0; r < reps; ++r) {
     GemmArgs args{.problem = {size, size, size},
@@ -153,20 +166,26 @@ int RunSingle(GemmClient& client, uint32_t size, int reps,
       std::fprintf(stderr, "job failed: %s\n", t.status().ToString().c_str());
       continue;
     }
-    runs.push_back(absl::StrFormat(
-        "{\"client_ms\": %.3f, \"server_ms\": %.3f, \"queue_ms\": %.3f, "
-        "\"h2d_ms\": %.3f, \"compute_ms\": %.3f, \"d2h_ms\": %.3f, "
-        "\"kernel\": \"%s\", \"device\": \"%s\", \"gflops\": %.1f}",
-        ms, t->server_ms(), t->queue_ms(), t->h2d_ms(), t->compute_ms(),
-        t->d2h_ms(), t->kernel(), t->device(), t->gflops()));
+    runs.push_back({{"client_ms", ms},
+                    {"server_ms", t->server_ms()},
+                    {"queue_ms", t->queue_ms()},
+                    {"h2d_ms", t->h2d_ms()},
+                    {"compute_ms", t->compute_ms()},
+                    {"d2h_ms", t->d2h_ms()},
+                    {"kernel", t->kernel()},
+                    {"device", t->device()},
+                    {"gflops", t->gflops()}});
   }
   const uint64_t in_bytes = 2 * 4 * elements, out_bytes = 4 * elements;
-  *json = absl::StrFormat(
-      "{\"mode\": \"single\", \"size\": %d, \"bytes_to_server\": %d, "
-      "\"bytes_from_server\": %d, \"bytes_h2d\": %d, \"bytes_d2h\": %d, "
-      "\"runs\": [%s]}",
-      size, in_bytes, out_bytes, in_bytes, out_bytes,
-      absl::StrJoin(runs, ", "));
+  *json = nlohmann::ordered_json{
+      {"mode", "single"},
+      {"size", size},
+      {"bytes_to_server", in_bytes},
+      {"bytes_from_server", out_bytes},
+      {"bytes_h2d", in_bytes},
+      {"bytes_d2h", out_bytes},
+      {"runs",
+       runs}}.dump();
   return failures == 0 ? 0 : 1;
 }
 

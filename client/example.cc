@@ -16,8 +16,8 @@ int main(int argc, char** argv) {
 
   GemmClient::Options options;
   options.targets = absl::StrSplit(argc > 1 ? argv[1] : "localhost:50051", ',');
-  options.timeout = absl::Seconds(30);    // deadline of each call
-  options.retry.max_attempts = 4;         // resend on UNAVAILABLE, with backoff
+  options.timeout = absl::Seconds(30);  // deadline of each call
+  options.retry.max_attempts = 4;       // resend on UNAVAILABLE, with backoff
   auto client = GemmClient::Create(options);
   if (!client.ok()) {
     std::fprintf(stderr, "%s\n", client.status().ToString().c_str());
@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
   std::vector<float> a(m * k), b(k * n), c(m * n);
   gemm::FillRandom(a.data(), a.size(), 1);
   gemm::FillRandom(b.data(), b.size(), 2);
-  GemmArgs args{.problem = {.m = m, .n = n, .k = k}, .a = a.data(), .b = b.data()};
+  GemmArgs args{
+      .problem = {.m = m, .n = n, .k = k}, .a = a.data(), .b = b.data()};
 
   // 1. Synchronous.
   auto timing = (*client)->Gemm(args, c.data());

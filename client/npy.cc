@@ -28,7 +28,8 @@ absl::StatusOr<NpyMatrix> ReadNpy(const std::string& path) {
   } else {
     uint8_t len[4];
     in.read(reinterpret_cast<char*>(len), 4);
-    header_len = len[0] | (len[1] << 8) | (len[2] << 16) | (uint32_t{len[3]} << 24);
+    header_len =
+        len[0] | (len[1] << 8) | (len[2] << 16) | (uint32_t{len[3]} << 24);
   }
   std::string header(header_len, '\0');
   if (!in.read(header.data(), header_len)) {
@@ -42,16 +43,18 @@ absl::StatusOr<NpyMatrix> ReadNpy(const std::string& path) {
   }
   const std::string kind = match[2].str() + match[3].str();
   if (kind != "f4" && kind != "f8") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": dtype must be float32 or float64, got ", kind));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": dtype must be float32 or float64, got ", kind));
   }
   if (header.find("'fortran_order': True") != std::string::npos) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": Fortran order is not supported; save with "
-                           "np.ascontiguousarray"));
+        absl::StrCat(path,
+                     ": Fortran order is not supported; save with "
+                     "np.ascontiguousarray"));
   }
-  if (!std::regex_search(header, match,
-                         std::regex("'shape':\\s*\\((\\d+),\\s*(\\d+),?\\s*\\)"))) {
+  if (!std::regex_search(
+          header, match,
+          std::regex("'shape':\\s*\\((\\d+),\\s*(\\d+),?\\s*\\)"))) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": must hold a 2-D matrix; header ", header));
   }
@@ -65,7 +68,8 @@ absl::StatusOr<NpyMatrix> ReadNpy(const std::string& path) {
   } else {
     std::vector<double> wide(count);
     in.read(reinterpret_cast<char*>(wide.data()), 8 * count);
-    for (uint64_t i = 0; i < count; ++i) matrix.data[i] = static_cast<float>(wide[i]);
+    for (uint64_t i = 0; i < count; ++i)
+      matrix.data[i] = static_cast<float>(wide[i]);
   }
   if (!in) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": truncated data"));
@@ -75,8 +79,10 @@ absl::StatusOr<NpyMatrix> ReadNpy(const std::string& path) {
 
 absl::Status WriteNpy(const std::string& path, uint64_t rows, uint64_t cols,
                       const float* data) {
-  std::string header = absl::StrCat("{'descr': '<f4', 'fortran_order': False, "
-                                    "'shape': (", rows, ", ", cols, "), }");
+  std::string header = absl::StrCat(
+      "{'descr': '<f4', 'fortran_order': False, "
+      "'shape': (",
+      rows, ", ", cols, "), }");
   // Pad so that the data starts at a multiple of 64 bytes.
   const size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');

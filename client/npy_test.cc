@@ -29,7 +29,8 @@ TEST(NpyTest, RoundTripsAMatrix) {
 
 TEST(NpyTest, ReadsFloat64AndNarrows) {
   const std::string path = TempPath("f8.npy");
-  std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2), }";
+  std::string header =
+      "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2), }";
   header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
   header.push_back('\n');
   std::ofstream out(path, std::ios::binary);
@@ -50,8 +51,7 @@ TEST(NpyTest, RejectsWhatItCannotRead) {
             absl::StatusCode::kNotFound);
   const std::string path = TempPath("junk.npy");
   std::ofstream(path) << "not numpy";
-  EXPECT_EQ(ReadNpy(path).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadNpy(path).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

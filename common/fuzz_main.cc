@@ -37,8 +37,8 @@ const std::string* current_input = nullptr;
 void SaveCurrentInput(int signal) {
   if (current_input != nullptr) {
     const char* dir = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
-    const std::string path = std::string(dir != nullptr ? dir : ".") +
-                             "/crash-input";
+    const std::string path =
+        std::string(dir != nullptr ? dir : ".") + "/crash-input";
     if (FILE* f = std::fopen(path.c_str(), "wb")) {
       std::fwrite(current_input->data(), 1, current_input->size(), f);
       std::fclose(f);
@@ -58,7 +58,8 @@ void Run(const std::string& input) {
 
 // One of libFuzzer's simple mutations: flip a bit, set a byte, insert or
 // erase bytes, truncate, or splice in part of another input.
-std::string Mutate(const std::vector<std::string>& corpus, std::mt19937_64& rng) {
+std::string Mutate(const std::vector<std::string>& corpus,
+                   std::mt19937_64& rng) {
   std::string s = corpus[rng() % corpus.size()];
   const int steps = 1 + static_cast<int>(rng() % 4);
   for (int i = 0; i < steps; ++i) {

@@ -4,10 +4,10 @@
 //
 // Allocator: keeps glibc's malloc from handing large blocks back to the
 // kernel on every free. gRPC receives messages into freshly allocated
-// slices of up to a few MiB; with glibc's defaults each such block is mmap'd and munmap'd (or
-// trimmed with madvise) per message, and every byte then costs a page fault
-// on the way in and a TLB shootdown across all cores on the way out. On a
-// 2-core VM that tripled the CPU per byte of both gemm-server and
+// slices of up to a few MiB; with glibc's defaults each such block is mmap'd
+// and munmap'd (or trimmed with madvise) per message, and every byte then costs
+// a page fault on the way in and a TLB shootdown across all cores on the way
+// out. On a 2-core VM that tripled the CPU per byte of both gemm-server and
 // gemm-client. Programs that use libgemm_client for large jobs may do the
 // same (or set
 // GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824).

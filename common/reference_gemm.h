@@ -5,8 +5,9 @@
 //
 //   std::vector<float> a(m * k), b(k * n);
 //   FillRandom(a.data(), a.size(), /*seed=*/1);
-//   std::vector<double> want = ReferenceGemm(problem, a.data(), b.data(), nullptr);
-//   double err = RelativeFrobeniusError(got.data(), want);  // want <= 1e-5
+//   std::vector<double> want = ReferenceGemm(problem, a.data(), b.data(),
+//   nullptr); double err = RelativeFrobeniusError(got.data(), want);  // want
+//   <= 1e-5
 #ifndef GEMM_COMMON_REFERENCE_GEMM_H_
 #define GEMM_COMMON_REFERENCE_GEMM_H_
 
@@ -24,7 +25,8 @@ std::vector<double> ReferenceGemm(const GemmProblem& problem, const float* a,
 
 // ||got - want||_F / ||want||_F (the absolute error when want is all zero).
 // Any NaN or infinity in `got` gives infinity.
-double RelativeFrobeniusError(const float* got, const std::vector<double>& want);
+double RelativeFrobeniusError(const float* got,
+                              const std::vector<double>& want);
 
 // Uniform values in [-1, -1/64] U [1/64, 1]: random and never zero, so an
 // unwritten or wrongly indexed output cannot pass by accident.

@@ -14,17 +14,17 @@
 #define GEMM_STATUS_CONCAT_(a, b) GEMM_STATUS_CONCAT_INNER_(a, b)
 
 // Returns the status of `expr` from the enclosing function unless it is OK.
-#define RETURN_IF_ERROR(expr)                    \
-  do {                                           \
-    const ::absl::Status _status_ = (expr);      \
-    if (!_status_.ok()) return _status_;         \
+#define RETURN_IF_ERROR(expr)               \
+  do {                                      \
+    const ::absl::Status _status_ = (expr); \
+    if (!_status_.ok()) return _status_;    \
   } while (0)
 
 // Evaluates `rexpr` (an absl::StatusOr<T>); returns its status on error,
 // otherwise moves its value into `lhs`.
-#define ASSIGN_OR_RETURN(lhs, rexpr)                                       \
-  GEMM_ASSIGN_OR_RETURN_IMPL_(GEMM_STATUS_CONCAT_(_statusor_, __LINE__), \
-                              lhs, rexpr)
+#define ASSIGN_OR_RETURN(lhs, rexpr)                                          \
+  GEMM_ASSIGN_OR_RETURN_IMPL_(GEMM_STATUS_CONCAT_(_statusor_, __LINE__), lhs, \
+                              rexpr)
 
 #define GEMM_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
   auto statusor = (rexpr);                                \

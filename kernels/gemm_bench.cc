@@ -1,7 +1,7 @@
 // gemm-bench: the chapter's "Record what you get" table. For each shape it
 // checks every selected kernel against a float64 GPU reference, then times it
 // (CUDA events around each launch, median after warm-up) and reports time,
-// TFLOP/s and % of cuBLAS; --json writes everything for bench/bench_table.py.
+// TFLOP/s and % of cuBLAS; --json writes everything for bench/gemmbench.py.
 //
 //   gemm-bench --shapes 1024,2048,4096,8192,1000x999x777 --kernels all --json
 //   out.json

@@ -44,9 +44,9 @@ grpc::ByteBuffer AsBuffer(const std::string& bytes, uint8_t cut) {
 [[noreturn]] void Disagree(const char* message, const absl::Status& ours,
                            const std::string& bytes,
                            const std::string& detail = "") {
-  std::fprintf(stderr,
-               "%s: decoders disagree with protobuf (ours: %s), %zu bytes\n%s\n",
-               message, ours.ToString().c_str(), bytes.size(), detail.c_str());
+  std::fprintf(
+      stderr, "%s: decoders disagree with protobuf (ours: %s), %zu bytes\n%s\n",
+      message, ours.ToString().c_str(), bytes.size(), detail.c_str());
   std::abort();
 }
 

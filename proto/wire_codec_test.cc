@@ -1,11 +1,10 @@
 #include "proto/wire_codec.h"
 
-#include "absl/strings/match.h"
-#include "google/protobuf/stubs/logging.h"
-
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "google/protobuf/stubs/logging.h"
 #include "gtest/gtest.h"
 
 namespace gemm::wire {
@@ -153,7 +152,8 @@ TEST(WireCodecTest, RepeatedJobFieldsMergeAsInProtobuf) {
   first.set_job_id(4);
   first.mutable_job()->mutable_params()->set_m(2);
   second.mutable_job()->set_a(std::string(8, '\x01'));
-  const std::string wire = first.SerializeAsString() + second.SerializeAsString();
+  const std::string wire =
+      first.SerializeAsString() + second.SerializeAsString();
   v1::StreamRequest parsed;
   ASSERT_TRUE(parsed.ParseFromString(wire));
   ASSERT_TRUE(parsed.job().has_params());
@@ -197,7 +197,8 @@ TEST(WireCodecTest, InvalidUtf8IsNamedAndNotLogged) {
   whole_wire.replace(whole_wire.find("v5"), 2, "\xc3\x28");
 
   protobuf_log_lines = 0;
-  google::protobuf::LogHandler* old = google::protobuf::SetLogHandler(&CountLogLine);
+  google::protobuf::LogHandler* old =
+      google::protobuf::SetLogHandler(&CountLogLine);
   DecodedRequest decoded;
   const absl::Status s = DecodeStreamRequest(Cut(wire, 3), &decoded);
   const absl::Status w = DecodeStreamRequest(Cut(whole_wire, 4), &decoded);
@@ -221,8 +222,8 @@ TEST(WireCodecTest, EncodedChunkIsAStreamResponseAndKeepsItsOwnerAlive) {
   std::weak_ptr<std::string> watch = owner;
   std::string bytes;
   {
-    grpc::ByteBuffer buffer = EncodeResultChunk(
-        42, 1 << 20, owner->data() + 1000, 4000, owner);
+    grpc::ByteBuffer buffer =
+        EncodeResultChunk(42, 1 << 20, owner->data() + 1000, 4000, owner);
     owner.reset();
     EXPECT_FALSE(watch.expired()) << "the buffer holds the memory";
     std::vector<grpc::Slice> slices;
@@ -256,7 +257,8 @@ TEST(WireCodecTest, GemmRequestOperandsStayInTheSlices) {
     ASSERT_TRUE(DecodeGemmRequest(Cut(wire, piece), &in).ok());
     EXPECT_EQ(in.header.params().SerializeAsString(),
               req.params().SerializeAsString());
-    EXPECT_TRUE(in.header.a().empty()) << "operands are not copied into the header";
+    EXPECT_TRUE(in.header.a().empty())
+        << "operands are not copied into the header";
     std::string a(in.a.size, '\0'), b(in.b.size, '\0'), c(in.c.size, '\0');
     in.a.CopyTo(a.data());
     in.b.CopyTo(b.data());
@@ -315,7 +317,8 @@ TEST(WireCodecTest, SmallDataIsCopiedAndStillParses) {
   v1::StreamRequest header;
   header.set_job_id(1);
   v1::StreamRequest parsed;
-  ASSERT_TRUE(parsed.ParseFromString(Flatten(EncodeStreamRequest(header, data))));
+  ASSERT_TRUE(
+      parsed.ParseFromString(Flatten(EncodeStreamRequest(header, data))));
   EXPECT_EQ(parsed.data(), data);
 }
 
@@ -407,9 +410,9 @@ TEST(WireCodecTest, DecodesResultChunksEndsAndEmptyEnds) {
     EXPECT_TRUE(out.end.c().empty());
     EXPECT_EQ(Joined(out.data), end.end().c());
 
-    ASSERT_TRUE(DecodeStreamResponse(Cut(empty_end.SerializeAsString(), piece),
-                                     &out)
-                    .ok());
+    ASSERT_TRUE(
+        DecodeStreamResponse(Cut(empty_end.SerializeAsString(), piece), &out)
+            .ok());
     EXPECT_EQ(out.job_id, 7u);
     EXPECT_TRUE(out.has_end) << "an empty end is still an end";
     EXPECT_EQ(out.data.size, 0u);
@@ -420,7 +423,8 @@ TEST(WireCodecTest, ResponseWithoutChunkOrEndHasNeither) {
   v1::StreamResponse bare;
   bare.set_job_id(3);
   DecodedResponse out;
-  ASSERT_TRUE(DecodeStreamResponse(Cut(bare.SerializeAsString(), 4), &out).ok());
+  ASSERT_TRUE(
+      DecodeStreamResponse(Cut(bare.SerializeAsString(), 4), &out).ok());
   EXPECT_FALSE(out.has_chunk);
   EXPECT_FALSE(out.has_end);
 }

@@ -107,10 +107,9 @@ absl::Status DeadStatus(const GemmJob& job, absl::Time now) {
     return absl::CancelledError("job cancelled by the caller");
   }
   if (now >= job.deadline()) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("deadline passed after the job waited ",
-                     absl::FormatDuration(now - job.ready_time()),
-                     " in the queue"));
+    return absl::DeadlineExceededError(absl::StrCat(
+        "deadline passed after the job waited ",
+        absl::FormatDuration(now - job.ready_time()), " in the queue"));
   }
   return absl::OkStatus();
 }
@@ -171,13 +170,13 @@ Batch BatchScheduler::NextBatch() {
       BatchScheduler* self;
       size_t seen;
     } state{this, seen};
-    mu_.AwaitWithTimeout(
-        absl::Condition(
-            +[](WaitState* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-              return w->self->stopping_ || w->self->queue_.size() != w->seen;
-            },
-            &state),
-        run_at - now);
+    mu_.AwaitWithTimeout(absl::Condition(
+                             +[](WaitState* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                               return w->self->stopping_ ||
+                                      w->self->queue_.size() != w->seen;
+                             },
+                             &state),
+                         run_at - now);
   }
 }
 

@@ -10,9 +10,9 @@
 //
 // Thread-safety: thread-safe.
 //
-//   ASSIGN_OR_RETURN(auto scheduler, BatchScheduler::Create(options, executor));
-//   RETURN_IF_ERROR(scheduler->Submit(job));  // job->Finish() runs later
-//   scheduler->Stop();                         // drains
+//   ASSIGN_OR_RETURN(auto scheduler, BatchScheduler::Create(options,
+//   executor)); RETURN_IF_ERROR(scheduler->Submit(job));  // job->Finish() runs
+//   later scheduler->Stop();                         // drains
 #ifndef GEMM_SERVER_BATCH_SCHEDULER_H_
 #define GEMM_SERVER_BATCH_SCHEDULER_H_
 

@@ -30,8 +30,7 @@ InflightBudget::Reservation::~Reservation() {
   if (budget_ != nullptr) budget_->used_.fetch_sub(bytes_);
 }
 
-absl::Status InflightBudget::Reserve(uint64_t bytes,
-                                     Reservation* reservation) {
+absl::Status InflightBudget::Reserve(uint64_t bytes, Reservation* reservation) {
   uint64_t used = used_.load();
   do {
     // A job larger than the whole budget is refused earlier, by the size

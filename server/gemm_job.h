@@ -138,9 +138,7 @@ class GemmJob {
     return a_.from_allocator() && b_.from_allocator() && c_.from_allocator();
   }
 
-  void set_done_callback(DoneCallback callback) {
-    done_ = std::move(callback);
-  }
+  void set_done_callback(DoneCallback callback) { done_ = std::move(callback); }
   // Polled by the scheduler: a cancelled job is dropped before it runs.
   void set_cancel_check(std::function<bool()> check) {
     cancel_check_ = std::move(check);

@@ -58,13 +58,13 @@ TEST(GemmJobTest, FinishRunsTheCallbackOnce) {
 TEST(GemmJobTest, DeadlineIsTheEarlierOfTimeoutAndCallDeadline) {
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   GemmJob job(JobSpec{.problem = {.m = 1, .n = 1, .k = 1},
-                          .timeout = absl::Milliseconds(50)},
+                      .timeout = absl::Milliseconds(50)},
               {});
   job.MarkReady(t0);
   EXPECT_EQ(job.deadline(), t0 + absl::Milliseconds(50));
 
   GemmJob job2(JobSpec{.problem = {.m = 1, .n = 1, .k = 1},
-                           .timeout = absl::Milliseconds(50)},
+                       .timeout = absl::Milliseconds(50)},
                {});
   job2.set_call_deadline(t0 + absl::Milliseconds(10));
   job2.MarkReady(t0);

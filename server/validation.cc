@@ -68,7 +68,8 @@ absl::StatusOr<JobSpec> ValidateParams(const v1::GemmParams& params,
         absl::StrCat("params.kernel: unknown kernel ",
                      QuoteClientText(params.kernel()), "; see Info's kernels"));
   }
-  ASSIGN_OR_RETURN(spec.kernel, executor.ResolveKernel(problem, params.kernel()));
+  ASSIGN_OR_RETURN(spec.kernel,
+                   executor.ResolveKernel(problem, params.kernel()));
   return spec;
 }
 
@@ -96,9 +97,8 @@ absl::Status CheckOperandBytes(const GemmProblem& problem, uint64_t a_bytes,
   absl::Status c_status =
       CheckBytes("c", c_bytes, ExpectedBytes(s, v1::OPERAND_C), "M*N", s);
   if (!c_status.ok() && problem.beta != 0.0f && c_bytes == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("c: missing, but beta is ", problem.beta,
-                     "; send C or set beta to 0"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "c: missing, but beta is ", problem.beta, "; send C or set beta to 0"));
   }
   return c_status;
 }

@@ -42,7 +42,8 @@ TEST_F(ValidationTest, AcceptsAValidProblemAndResolvesItsKernel) {
   p.set_timeout_ms(250);
   auto problem = ValidateParams(p, limits_, *executor_);
   ASSERT_TRUE(problem.ok()) << problem.status();
-  EXPECT_TRUE(problem->problem.SameShapeAs(GemmProblem{10, 20, 30, false, true}));
+  EXPECT_TRUE(
+      problem->problem.SameShapeAs(GemmProblem{10, 20, 30, false, true}));
   EXPECT_EQ(problem->kernel, "cpu");
   EXPECT_EQ(problem->problem.beta, 0.5f);
   EXPECT_EQ(problem->timeout, absl::Milliseconds(250));
@@ -61,10 +62,10 @@ TEST_F(ValidationTest, ZeroDimensionsNameTheField) {
 // A+B+C wrap to 0 bytes modulo 2^64 and the job was accepted with a 0-byte C.
 TEST_F(ValidationTest, SizesThatWouldWrapAreOverTheJobLimit) {
   limits_.max_dim = 0xffffffffu;
-  for (const auto& [m, n, k] : {std::tuple<uint32_t, uint32_t, uint32_t>{
-                                    1u << 31, 1u << 31, 1u << 31},
-                                {1u << 30, 1u << 31, 1u << 31},
-                                {0xffffffffu, 0xffffffffu, 0xffffffffu}}) {
+  for (const auto& [m, n, k] :
+       {std::tuple<uint32_t, uint32_t, uint32_t>{1u << 31, 1u << 31, 1u << 31},
+        {1u << 30, 1u << 31, 1u << 31},
+        {0xffffffffu, 0xffffffffu, 0xffffffffu}}) {
     ExpectError(ValidateParams(Params(m, n, k), limits_, *executor_).status(),
                 absl::StatusCode::kResourceExhausted, "max_job_bytes");
   }

@@ -45,9 +45,7 @@ struct TestJob {
   }
 
   // Relative Frobenius error of `out` against the float64 answer.
-  double Error() const {
-    return RelativeFrobeniusError(out.data(), want);
-  }
+  double Error() const { return RelativeFrobeniusError(out.data(), want); }
 };
 
 }  // namespace gemm::testing
