@@ -314,9 +314,8 @@ absl::Status DecodeStreamRequest(const grpc::ByteBuffer& buffer,
   out->has_job = false;
   out->job.Clear();
   out->job_a = out->job_b = out->job_c = Pieces();
-  absl::Status s =
-      DecodeWithPieces(buffer, {{5}, {7, /*is_message=*/true}}, &out->header,
-                       &pieces, &out->slices);
+  absl::Status s = DecodeWithPieces(buffer, {{5}, {7, /*is_message=*/true}},
+                                    &out->header, &pieces, &out->slices);
   if (!s.ok()) return s;
   out->data = std::move(pieces[0]);
   if (!pieces[1].present) return absl::OkStatus();
@@ -334,8 +333,8 @@ absl::Status DecodeGemmRequest(const grpc::ByteBuffer& buffer,
   Pieces all;
   absl::Status s = ReadBuffer(buffer, &out->slices, &all);
   if (!s.ok()) return s;
-  return DecodeGemmRequestPieces(all, /*embedded=*/false, &out->header,
-                                 &out->a, &out->b, &out->c);
+  return DecodeGemmRequestPieces(all, /*embedded=*/false, &out->header, &out->a,
+                                 &out->b, &out->c);
 }
 
 absl::Status DecodeStreamResponse(const grpc::ByteBuffer& buffer,

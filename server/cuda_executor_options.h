@@ -31,7 +31,7 @@ struct CudaExecutorOptions {
   // default): it sleeps until the driver wakes it (cudaEventBlockingSync),
   // leaving the host's cores to gRPC; false: it spins on the event, which
   // answers a few microseconds sooner but keeps one core busy per waiting
-  // worker (docs/performance.md).
+  // worker (measured equal: docs/decisions.md, entry 12).
   bool blocking_sync = true;
   // Measure the dispatch table at start. false: "auto" always runs cuBLAS.
   // Default true.
