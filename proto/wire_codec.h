@@ -155,6 +155,10 @@ struct DecodedGemmRequest {
 absl::Status DecodeGemmRequest(const grpc::ByteBuffer& buffer,
                                DecodedGemmRequest* out);
 
+// The most a result chunk's message adds to its data: job_id, offset and
+// three tags and lengths (34 bytes at most), rounded up.
+inline constexpr uint64_t kResultChunkOverheadBytes = 64;
+
 // A StreamResponse{job_id, chunk{offset, data}} whose data are the `size`
 // bytes at `data`, not copied: `owner` is held until gRPC releases them.
 grpc::ByteBuffer EncodeResultChunk(uint64_t job_id, uint64_t offset,

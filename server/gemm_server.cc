@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "proto/wire_codec.h"
 #include "server/cpu_executor.h"
 #ifdef GEMM_HAVE_CUDA
 #include "server/cuda_executor.h"
@@ -81,9 +82,13 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
         "never be admitted");
   }
   if (options.limits.result_chunk_bytes < 4 ||
-      options.limits.result_chunk_bytes > options.limits.max_message_bytes) {
-    return absl::InvalidArgumentError(
-        "result_chunk_bytes must be between 4 and max_message_bytes");
+      options.limits.result_chunk_bytes + wire::kResultChunkOverheadBytes >
+          options.limits.max_message_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "result_chunk_bytes (", options.limits.result_chunk_bytes,
+        ") must be at least 4 and leave ", wire::kResultChunkOverheadBytes,
+        " bytes of max_message_bytes (", options.limits.max_message_bytes,
+        ") for the chunk's header"));
   }
   std::unique_ptr<GemmServer> server(new GemmServer());
   ASSIGN_OR_RETURN(Backend backend, MakeBackend(options));

@@ -52,7 +52,8 @@ int RunServerMain(int argc, char** argv,
                  "largest gRPC message received or sent")
       ->capture_default_str();
   app.add_option("--result-chunk-bytes", options.limits.result_chunk_bytes,
-                 "size of result chunks on GemmStream")
+                 "size of result chunks on GemmStream; at most "
+                 "--max-message-bytes less 64 (the chunk's header)")
       ->capture_default_str();
   app.add_option("--http2-stream-window-bytes",
                  options.http2_stream_window_bytes,
