@@ -70,6 +70,11 @@ absl::Status BatchScheduler::Submit(std::shared_ptr<GemmJob> job) {
   return absl::OkStatus();
 }
 
+bool BatchScheduler::accepting() const {
+  absl::MutexLock lock(&mu_);
+  return accepting_;
+}
+
 void BatchScheduler::StopAccepting() {
   absl::MutexLock lock(&mu_);
   accepting_ = false;

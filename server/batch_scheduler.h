@@ -73,6 +73,8 @@ class BatchScheduler {
   // StopAccepting(), then waits until every accepted job has finished.
   void Stop();
 
+  // False once StopAccepting() has run.
+  bool accepting() const;
   const Options& options() const { return options_; }
   size_t queued() const;
   // Jobs finished since start, by outcome; for Info and tests.

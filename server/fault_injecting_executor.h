@@ -1,8 +1,11 @@
 // FaultInjectingExecutor: a test-only Executor that wraps another and adds
-// one kernel name whose jobs fail with INTERNAL, as a failed device would.
-// The integration tests start a server built with it (//tests:gemm-server-
-// with-faults) to check that a device failure reaches the caller and that
-// the server goes on serving; production builds never contain it.
+// kernel names that misbehave as a failing device would: jobs of the
+// failing kernel fail with INTERNAL; jobs of the stuck kernel hold their
+// worker for a long time, deaf to cancellation, as a hung device would. The
+// integration tests start a server built with it (//tests:gemm-server-with-
+// faults) to check that a device failure reaches the caller, that the
+// server goes on serving, and that shutdown is bounded even so; production
+// builds never contain it.
 //
 // Thread-safety: as thread-safe as the wrapped executor (it adds no state).
 //
@@ -19,40 +22,53 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "server/executor.h"
 
 namespace gemm::server {
 
 class FaultInjectingExecutor final : public Executor {
  public:
+  struct Options {
+    // Jobs naming it fail with INTERNAL. Default empty: none.
+    std::string fail_kernel;
+    // Jobs naming it sleep `stuck_for` before they run. Default empty.
+    std::string stuck_kernel;
+    absl::Duration stuck_for = absl::Minutes(10);
+  };
+
   // `inner` with the failing kernel `fail_kernel` added (must not be empty).
   static std::unique_ptr<Executor> Wrap(std::unique_ptr<Executor> inner,
                                         std::string fail_kernel);
+  // `inner` with the options' kernels added (the empty ones left out).
+  static std::unique_ptr<Executor> Wrap(std::unique_ptr<Executor> inner,
+                                        Options options);
 
   absl::string_view backend() const override { return inner_->backend(); }
   std::vector<DeviceDescription> devices() const override {
     return inner_->devices();
   }
-  // The inner executor's kernels, then the failing one.
+  // The inner executor's kernels, then the added ones.
   std::vector<std::string> kernels() const override;
-  // The failing kernel resolves to itself; anything else as the inner
+  // An added kernel resolves to itself; anything else as the inner
   // executor says.
   absl::StatusOr<std::string> ResolveKernel(
       const GemmProblem& problem, absl::string_view requested) const override;
   // INTERNAL for a batch of the failing kernel (batches share one kernel);
-  // the inner executor runs every other batch.
+  // a batch of the stuck kernel sleeps, then runs as "auto"; the inner
+  // executor runs every other batch.
   absl::Status Execute(const Batch& batch) override;
   absl::Status PrepareWorkerThread() override {
     return inner_->PrepareWorkerThread();
   }
 
  private:
-  FaultInjectingExecutor(std::unique_ptr<Executor> inner,
-                         std::string fail_kernel)
-      : inner_(std::move(inner)), fail_kernel_(std::move(fail_kernel)) {}
+  FaultInjectingExecutor(std::unique_ptr<Executor> inner, Options options)
+      : inner_(std::move(inner)), options_(std::move(options)) {}
+  bool IsAdded(absl::string_view kernel) const;
 
   const std::unique_ptr<Executor> inner_;
-  const std::string fail_kernel_;
+  const Options options_;
 };
 
 }  // namespace gemm::server

@@ -17,7 +17,7 @@ bool JobSpec::SameBatchAs(const JobSpec& other) const {
 InflightBudget::Reservation& InflightBudget::Reservation::operator=(
     Reservation&& other) noexcept {
   if (this != &other) {
-    if (budget_ != nullptr) budget_->used_.fetch_sub(bytes_);
+    if (budget_ != nullptr) budget_->Release(bytes_);
     budget_ = other.budget_;
     bytes_ = other.bytes_;
     other.budget_ = nullptr;
@@ -27,7 +27,12 @@ InflightBudget::Reservation& InflightBudget::Reservation::operator=(
 }
 
 InflightBudget::Reservation::~Reservation() {
-  if (budget_ != nullptr) budget_->used_.fetch_sub(bytes_);
+  if (budget_ != nullptr) budget_->Release(bytes_);
+}
+
+void InflightBudget::Release(uint64_t bytes) {
+  used_.fetch_sub(bytes);
+  if (on_release_) on_release_();
 }
 
 absl::Status InflightBudget::Reserve(uint64_t bytes, Reservation* reservation) {

@@ -53,7 +53,11 @@ struct JobTiming {
 // Counts the bytes of accepted, unfinished jobs against a limit. Thread-safe.
 class InflightBudget {
  public:
-  explicit InflightBudget(uint64_t limit_bytes) : limit_(limit_bytes) {}
+  // `on_release` (may be empty) runs after bytes are given back, on the
+  // thread that gave them back.
+  explicit InflightBudget(uint64_t limit_bytes,
+                          std::function<void()> on_release = nullptr)
+      : limit_(limit_bytes), on_release_(std::move(on_release)) {}
 
   // A claim on part of the budget, returned when destroyed.
   class Reservation {
@@ -77,7 +81,10 @@ class InflightBudget {
   uint64_t limit() const { return limit_; }
 
  private:
+  void Release(uint64_t bytes);
+
   const uint64_t limit_;
+  const std::function<void()> on_release_;
   std::atomic<uint64_t> used_{0};
 };
 

@@ -1,9 +1,14 @@
 #include "server/gemm_server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
+#include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "proto/wire_codec.h"
@@ -130,6 +135,9 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
     builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
                                options.http2_stream_window_bytes);
   }
+  if (!options.http2_bdp_probe) {
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  }
   if (options.http2_max_frame_bytes > 0) {
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE,
                                options.http2_max_frame_bytes);
@@ -149,22 +157,53 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
 
 GemmServer::~GemmServer() { Shutdown(absl::ZeroDuration()); }
 
-void GemmServer::Shutdown(absl::Duration grace) {
-  if (shut_down_) return;
+std::string GemmServer::ShutdownReport::ToString() const {
+  if (clean()) return "every call ended within the grace period";
+  return absl::StrCat("grace period over: cancelled ", cancelled_streams,
+                      " open stream(s) and ", cancelled_unary_calls,
+                      " unary call(s); ", cancelled_queued_jobs,
+                      " queued job(s) dropped unrun");
+}
+
+GemmServer::ShutdownReport GemmServer::Shutdown(absl::Duration grace,
+                                                absl::Duration drain_delay) {
+  ShutdownReport report;
+  if (shut_down_) return report;
   shut_down_ = true;
+  const absl::Time deadline =
+      absl::Now() + std::max(grace, absl::ZeroDuration());
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->SetServingStatus(false);
+    if (drain_delay > absl::ZeroDuration()) {
+      absl::SleepFor(std::min(drain_delay, grace));
+    }
   }
   // A server whose Create() failed part-way may lack a scheduler.
   if (scheduler_ != nullptr) scheduler_->StopAccepting();
+  if (service_ != nullptr) service_->Drain();
   if (server_ != nullptr) {
+    // gRPC cancels exactly the calls open when the deadline passes: count
+    // them then.
+    absl::Notification ended;
+    std::thread watch([&] {
+      if (ended.WaitForNotificationWithDeadline(deadline)) return;
+      report.cancelled_streams = service_->open_streams();
+      report.cancelled_unary_calls = service_->open_unary_calls();
+      if (scheduler_ != nullptr) {
+        report.cancelled_queued_jobs = scheduler_->queued();
+      }
+    });
     // Waits for open calls, whose accepted jobs keep running meanwhile.
-    server_->Shutdown(
-        std::chrono::system_clock::now() +
-        std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
+    server_->Shutdown(absl::ToChronoTime(deadline));
+    ended.Notify();
+    watch.join();
+    spdlog::debug("shutdown: every call ended ({} s before the deadline)",
+                  absl::ToDoubleSeconds(deadline - absl::Now()));
   }
   if (scheduler_ != nullptr) scheduler_->Stop();
+  spdlog::debug("shutdown: scheduler stopped");
   if (server_ != nullptr) server_->Wait();
+  return report;
 }
 
 }  // namespace gemm::server

@@ -51,6 +51,15 @@ class GemmServer {
     // to this much buffered memory per busy stream. 0 (the default): gRPC's
     // own; 16 MiB measured no faster on the H200 host (docs/performance.md).
     int http2_stream_window_bytes = 0;
+    // Whether gRPC grows each connection's HTTP/2 windows to its measured
+    // bandwidth-delay product (GRPC_ARG_HTTP2_BDP_PROBE). On, the default,
+    // large jobs stream at full speed over fast links, but gRPC may read
+    // far ahead of a stream the server has stopped reading (flow control):
+    // 32 streams on 4 connections buffered about 600 MB beyond the
+    // in-flight budget in tests/load_test.cc. Off, read-ahead stays near
+    // the window (http2_stream_window_bytes, or gRPC's 64 KiB) per stream,
+    // and memory near the in-flight budget.
+    bool http2_bdp_probe = true;
     // Largest HTTP/2 frame the server accepts (GRPC_ARG_HTTP2_MAX_FRAME_SIZE),
     // in bytes, at most 16 MiB - 1; bigger frames mean fewer per-frame steps
     // for large payloads. 0 (the default): gRPC's own, 16 KiB.
@@ -73,10 +82,35 @@ class GemmServer {
   int port() const { return port_; }
   const Executor& executor() const { return *executor_; }
 
-  // Stops taking jobs (health turns NOT_SERVING, new jobs get UNAVAILABLE),
-  // finishes every accepted job, then closes the server. Calls still open
-  // after `grace` are cancelled.
-  void Shutdown(absl::Duration grace);
+  // What a shutdown did, for its last log line.
+  struct ShutdownReport {
+    // Calls still open when the grace period ran out, which gRPC then
+    // cancelled.
+    size_t cancelled_streams = 0;
+    size_t cancelled_unary_calls = 0;
+    // Jobs still queued then (dropped unrun, as cancelled).
+    size_t cancelled_queued_jobs = 0;
+    bool clean() const {
+      return cancelled_streams == 0 && cancelled_unary_calls == 0;
+    }
+    // "every call ended within the grace period" or what was cancelled.
+    std::string ToString() const;
+  };
+
+  // Takes the server down, within `grace` in all:
+  //  1. health turns NOT_SERVING, for every service, and for `drain_delay`
+  //     (at most `grace`) everything else is served as before, so that
+  //     load balancers polling health see it and stop sending;
+  //  2. it stops taking jobs: the listener closes, the streams' jobs not
+  //     yet accepted end with UNAVAILABLE, and streams end as soon as their
+  //     accepted jobs have answered (an idle one at once);
+  //  3. accepted jobs finish and answer; calls still open when `grace` runs
+  //     out are cancelled.
+  // Returns once every call has ended and the scheduler has stopped. A job
+  // that never leaves the executor (a hung device) holds it past `grace`;
+  // gemm-server bounds the whole with a watchdog (server_main.cc).
+  ShutdownReport Shutdown(absl::Duration grace,
+                          absl::Duration drain_delay = absl::ZeroDuration());
 
  private:
   GemmServer() = default;

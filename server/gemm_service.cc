@@ -82,6 +82,8 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  open_unary_calls_.fetch_add(1);
+  std::atomic<size_t>* open_calls = &open_unary_calls_;
   auto start = [&]() -> absl::Status {
     // Operands stay in gRPC's slices until copied, once, into the job.
     wire::DecodedGemmRequest in;
@@ -95,22 +97,25 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     // The result leaves from the job's own memory (no copy); the response
     // holds the job until gRPC has sent it.
     std::weak_ptr<GemmJob> weak = job;
-    return intake_.Submit(
-        job, JobIntake::CallOf(context),
-        [reactor, response, weak](GemmJob& done, absl::Status status) {
-          if (status.ok()) {
-            v1::Timing timing;
-            FillTiming(done, &timing);
-            *response = wire::EncodeGemmResponse(
-                reinterpret_cast<const char*>(done.c()),
-                4 * done.problem().c_elements(), timing, weak.lock());
-          }
-          reactor->Finish(ToGrpcStatus(status));
-        });
+    return intake_.Submit(job, JobIntake::CallOf(context),
+                          [reactor, response, weak, open_calls](
+                              GemmJob& done, absl::Status status) {
+                            if (status.ok()) {
+                              v1::Timing timing;
+                              FillTiming(done, &timing);
+                              *response = wire::EncodeGemmResponse(
+                                  reinterpret_cast<const char*>(done.c()),
+                                  4 * done.problem().c_elements(), timing,
+                                  weak.lock());
+                            }
+                            open_calls->fetch_sub(1);
+                            reactor->Finish(ToGrpcStatus(status));
+                          });
   };
   absl::Status status = start();
   if (!status.ok()) {
     intake_.CountRejected();
+    open_unary_calls_.fetch_sub(1);
     reactor->Finish(ToGrpcStatus(status));
   }
   return reactor;
@@ -118,7 +123,13 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 GemmServiceImpl::GemmStream(grpc::CallbackServerContext* context) {
-  return new GemmStreamReactor(&intake_, stream_options_, context);
+  return new GemmStreamReactor(&intake_, &streams_, stream_options_, context);
+}
+
+void GemmServiceImpl::Drain() {
+  // Streams waiting for room try again, and now fail.
+  intake_.NotifyCapacity();
+  streams_.DrainAll();
 }
 
 }  // namespace gemm::server

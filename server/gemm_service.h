@@ -12,6 +12,7 @@
 #ifndef GEMM_SERVER_GEMM_SERVICE_H_
 #define GEMM_SERVER_GEMM_SERVICE_H_
 
+#include <atomic>
 #include <string>
 
 #include "absl/status/status.h"
@@ -66,6 +67,17 @@ class GemmServiceImpl final : public GemmServiceBase {
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GemmStream(
       grpc::CallbackServerContext* context) override;
 
+  // Shutdown, once the scheduler has stopped accepting jobs: every job not
+  // yet accepted ends with UNAVAILABLE (streams waiting for room included),
+  // streams read no more and end once their accepted jobs have answered.
+  // Unary calls already admitted finish as usual.
+  void Drain();
+  // Calls still open: streams, and unary Gemm calls.
+  size_t open_streams() const { return streams_.open_streams(); }
+  size_t open_unary_calls() const { return open_unary_calls_.load(); }
+  // Jobs turned away before they were accepted (Info's jobs_rejected).
+  uint64_t rejected_jobs() const { return intake_.rejected(); }
+
  private:
   const Options options_;
   // Read by Info only.
@@ -73,6 +85,8 @@ class GemmServiceImpl final : public GemmServiceBase {
   BatchScheduler* const scheduler_;
   JobIntake intake_;
   const GemmStreamReactor::Options stream_options_;
+  StreamRegistry streams_;
+  std::atomic<size_t> open_unary_calls_{0};
   const absl::Time start_time_ = absl::Now();
 };
 

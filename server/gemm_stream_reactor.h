@@ -1,41 +1,65 @@
 // GemmStreamReactor: one GemmStream call (a gRPC callback-API bidi
 // reactor), from its first read to Finish().
 //
-// It reads job parts (proto/wire_codec.h decodes them from gRPC's slices),
-// puts streamed jobs together (JobAssembly), admits and submits complete
-// jobs through the JobIntake, and writes results back one message at a
-// time (StreamOutbox), keeping one read and at most one write in flight. A
-// protocol error fails its job alone with a JobEnd; the call ends with OK
-// once the client has half-closed and every job has ended. gRPC operations
-// are never started with the reactor's mutex held: their reactions may run
-// inline.
+// The protocol itself (what each message does, which job gets which
+// answer, when to stop reading) is the StreamSession's; the reactor moves
+// bytes between it and gRPC. It keeps at most one read and one write in
+// flight, reads the next message only when the session says so (while the
+// in-flight budget or the queue is full it reads nothing, and waits for
+// the JobIntake's wake), writes the session's outbox one message at a time,
+// and finishes the call once the session has settled and the outbox is
+// empty. gRPC operations are never started with the reactor's mutex held:
+// their reactions may run inline.
 //
-// Thread-safety: gRPC's reaction threads and the scheduler's workers (job
-// completions) call it concurrently; its state is guarded by one mutex. It
-// deletes itself in OnDone().
+// Lifetime: it deletes itself in OnDone(). Threads other than gRPC's
+// reactions (scheduler workers finishing jobs, the intake's wake thread,
+// shutdown's Drain) reach it only while it cannot finish: a running job, a
+// pending wake or a hold (holds_) keeps Finish() back until they are done.
+//
+// Thread-safety: thread-safe; its state is guarded by one mutex.
 //
 //   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GemmStream(
 //       grpc::CallbackServerContext* context) override {
-//     return new GemmStreamReactor(&intake_, stream_options_, context); }
+//     return new GemmStreamReactor(&intake_, &streams_, options_, context); }
 #ifndef GEMM_SERVER_GEMM_STREAM_REACTOR_H_
 #define GEMM_SERVER_GEMM_STREAM_REACTOR_H_
 
 #include <cstdint>
 #include <memory>
-#include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
-#include "proto/wire_codec.h"
 #include "server/gemm_job.h"
-#include "server/job_assembly.h"
 #include "server/job_intake.h"
-#include "server/stream_outbox.h"
+#include "server/stream_session.h"
 
 namespace gemm::server {
+
+class GemmStreamReactor;
+
+// The open GemmStream calls of a service, so that shutdown can drain them.
+//
+// Thread-safety: thread-safe.
+class StreamRegistry {
+ public:
+  // Streams opened after DrainAll() are drained as they start.
+  void DrainAll();
+  size_t open_streams() const;
+
+ private:
+  friend class GemmStreamReactor;
+  // False once DrainAll() has run: the stream drains at once.
+  bool Add(GemmStreamReactor* stream);
+  void Remove(GemmStreamReactor* stream);
+
+  mutable absl::Mutex mu_;
+  std::unordered_set<GemmStreamReactor*> streams_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+};
 
 class GemmStreamReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
@@ -48,8 +72,9 @@ class GemmStreamReactor final
     bool coalesce_small_writes = false;
   };
 
-  // `intake` must outlive the call. Starts the first read.
-  GemmStreamReactor(JobIntake* intake, const Options& options,
+  // `intake` and `registry` must outlive the call. Starts the first read.
+  GemmStreamReactor(JobIntake* intake, StreamRegistry* registry,
+                    const Options& options,
                     grpc::CallbackServerContext* context);
 
   void OnReadDone(bool ok) override;
@@ -58,24 +83,28 @@ class GemmStreamReactor final
   void OnDone() override;
 
  private:
+  friend class StreamRegistry;
   enum class Next { kNone, kWrite, kFinish };
 
-  void OnReadsDone() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void HandleRequest(const wire::DecodedRequest& in)
+  // Shutdown, in two steps around the registry's lock: stop reading (the
+  // hold keeps the reactor alive), then let go and finish if settled.
+  void BeginDrain();
+  void EndDrain();
+
+  // Acts on what the session said after a message: read on, or wait for
+  // room. Returns whether a read is to be started (a hold is then taken).
+  bool AfterMessageLocked(StreamSession::Next next, uint64_t epoch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A job whose params and operands all came in one message (req.job).
-  void HandleWholeJob(const wire::DecodedRequest& in)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends job `id` with `status`: drops its partial data and ignores its
-  // remaining parts unless `ended` (the failing message ended the job).
-  void FailJob(uint64_t id, absl::Status status, bool ended)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Submit(uint64_t id, std::shared_ptr<GemmJob> job,
-              uint64_t inline_result_max_bytes)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs on the intake's wake thread.
+  void OnCapacity();
   // Runs on a scheduler thread.
   void OnJobDone(uint64_t id, bool inline_result, GemmJob& job,
                  absl::Status status);
+  bool NoHolds() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return holds_ == 0;
+  }
+  // Starts the read decided under the lock, then lets go of its hold.
+  void StartReadAndRelease();
 
   // What to start next: a write, the end of the call, or nothing. Started by
   // Act() after mu_ is released.
@@ -85,24 +114,20 @@ class GemmStreamReactor final
   // Starts the next write, or finishes the call once nothing is left.
   void Pump();
 
-  static constexpr size_t kMaxDiscarding = 4096;
-
   JobIntake* const intake_;
+  StreamRegistry* const registry_;
   const Options options_;
-  grpc::CallbackServerContext* const context_;
   grpc::ByteBuffer request_;          // owned by the read in flight
   grpc::ByteBuffer response_;         // owned by the write in flight
   grpc::WriteOptions write_options_;  // of the write in flight
 
   absl::Mutex mu_;
-  wire::DecodedRequest decoded_ ABSL_GUARDED_BY(mu_);  // reused between reads
-  std::unordered_map<uint64_t, JobAssembly> receiving_ ABSL_GUARDED_BY(mu_);
-  // Failed jobs whose later parts are ignored.
-  std::unordered_set<uint64_t> discarding_ ABSL_GUARDED_BY(mu_);
-  std::unordered_set<std::shared_ptr<GemmJob>> running_ ABSL_GUARDED_BY(mu_);
-  StreamOutbox outbox_ ABSL_GUARDED_BY(mu_);
-  int pending_ ABSL_GUARDED_BY(mu_) = 0;
-  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  StreamSession session_ ABSL_GUARDED_BY(mu_);
+  // Threads that will touch the reactor after letting go of mu_ (a read
+  // about to start, a drain); Finish() waits for 0.
+  int holds_ ABSL_GUARDED_BY(mu_) = 0;
+  // The intake's ticket while a wake is pending; 0 when none.
+  uint64_t wait_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;

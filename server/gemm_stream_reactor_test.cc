@@ -154,6 +154,11 @@ class RawStream {
     call_->Write(message, Tag());
     return Wait();
   }
+  // Bytes that need not be a well-formed message.
+  bool WriteBytes(const std::string& bytes) {
+    grpc::Slice slice(bytes);
+    return Write(grpc::ByteBuffer(&slice, 1));
+  }
   // A StreamRequest with `data` (a piece of an operand, or nothing).
   bool WritePart(const v1::StreamRequest& header, absl::string_view data = "") {
     return Write(wire::EncodeStreamRequest(header, data));
@@ -218,14 +223,19 @@ class RawStream {
 
 class GemmStreamReactorTest : public ::testing::Test {
  protected:
+  // What a test's server runs with; tests of flow control shrink them.
+  virtual ServiceLimits Limits() const { return ServiceLimits(); }
+  virtual BatchScheduler::Options Batching() const { return {}; }
+
   void SetUp() override {
     auto cpu = CpuExecutor::Create({.threads = 1});
     ASSERT_TRUE(cpu.ok());
     executor_ = std::make_unique<GatedExecutor>(std::move(*cpu));
-    auto scheduler = BatchScheduler::Create({}, executor_.get());
+    auto scheduler = BatchScheduler::Create(Batching(), executor_.get());
     ASSERT_TRUE(scheduler.ok());
     scheduler_ = std::move(*scheduler);
     GemmServiceImpl::Options options;
+    options.limits = Limits();
     options.limits.result_chunk_bytes = kResultChunkBytes;
     options.version = "test";
     service_ = std::make_unique<GemmServiceImpl>(options, executor_.get(),
@@ -353,7 +363,9 @@ TEST_F(GemmStreamReactorTest, OutOfOrderOffsetFailsTheJobAlone) {
   ExpectCorrect(got[2], other);
 }
 
-TEST_F(GemmStreamReactorTest, DataForAJobNeverStarted) {
+// A part of a job that was never started belongs to no job: the stream
+// breaks, and no id gets a JobEnd it did not open.
+TEST_F(GemmStreamReactorTest, DataForAJobNeverStartedBreaksTheStream) {
   RawStream stream(stub_.get());
   v1::StreamRequest part;
   part.set_job_id(7);
@@ -361,14 +373,18 @@ TEST_F(GemmStreamReactorTest, DataForAJobNeverStarted) {
   part.set_end_of_job(true);
   ASSERT_TRUE(stream.WritePart(part, "abcd"));
   std::map<uint64_t, Received> got;
-  ASSERT_TRUE(stream.Finish(&got, {}).ok());
-  EXPECT_EQ(got[7].ends, 1);
-  EXPECT_EQ(got[7].end.code(), grpc::INVALID_ARGUMENT);
-  EXPECT_NE(got[7].end.message().find("not started"), std::string::npos)
-      << got[7].end.message();
+  const grpc::Status status = stream.Finish(&got, {});
+  EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("message 1 of the stream: job_id 7: "
+                                        "no such job is being received"),
+            std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(got.count(7), 0u);
 }
 
-TEST_F(GemmStreamReactorTest, ParamsSentTwice) {
+// Params again for an open job: the job ends once (ABORTED), the stream
+// breaks.
+TEST_F(GemmStreamReactorTest, ParamsSentTwiceBreaksTheStream) {
   const Job job(Problem(4, 4, 4), 51);
   RawStream stream(stub_.get());
   v1::StreamRequest first;
@@ -377,11 +393,137 @@ TEST_F(GemmStreamReactorTest, ParamsSentTwice) {
   ASSERT_TRUE(stream.WritePart(first));
   ASSERT_TRUE(stream.WritePart(first));
   std::map<uint64_t, Received> got;
-  ASSERT_TRUE(stream.Finish(&got, {}).ok());
+  const grpc::Status status = stream.Finish(&got, {});
+  EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("job_id 9: params for a job that is "
+                                        "open"),
+            std::string::npos)
+      << status.error_message();
   EXPECT_EQ(got[9].ends, 1);
-  EXPECT_EQ(got[9].end.code(), grpc::INVALID_ARGUMENT);
-  EXPECT_NE(got[9].end.message().find("params sent again"), std::string::npos)
+  EXPECT_EQ(got[9].end.code(), grpc::ABORTED);
+  EXPECT_NE(got[9].end.message().find("stream broke"), std::string::npos)
       << got[9].end.message();
+}
+
+// Issue 11, defect 3: an unparseable message was answered under the
+// previous message's job id, which then got two JobEnds.
+TEST_F(GemmStreamReactorTest, MalformedMessageBreaksTheStreamNotAnotherJob) {
+  executor_->Open();
+  const Job job(Problem(9, 7, 5), 91);
+  struct Case {
+    const char* name;
+    std::string bytes;
+  };
+  // job_id 2, then field 1 with wire type 7; and a whole job cut short.
+  std::string cut;
+  {
+    grpc::ByteBuffer buffer =
+        wire::EncodeWholeJob(2, job.Params(), job.Operands());
+    std::vector<grpc::Slice> slices;
+    ASSERT_TRUE(buffer.Dump(&slices).ok());
+    for (const grpc::Slice& slice : slices) {
+      cut.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    cut.resize(cut.size() / 2);
+  }
+  const std::vector<Case> cases = {
+      {"bad wire type", std::string("\x08\x02\x0f")}, {"cut short", cut}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    RawStream stream(stub_.get());
+    ASSERT_TRUE(
+        stream.Write(wire::EncodeWholeJob(1, job.Params(), job.Operands())));
+    stream.WriteBytes(c.bytes);
+    // Not read: the stream is broken by then.
+    stream.Write(wire::EncodeWholeJob(3, job.Params(), job.Operands()));
+    std::map<uint64_t, Received> got;
+    const grpc::Status status =
+        stream.Finish(&got, {{1, job.problem.c_elements()}});
+    EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("message 2 of the stream: "
+                                          "malformed StreamRequest"),
+              std::string::npos)
+        << status.error_message();
+    ExpectCorrect(got[1], job);
+    EXPECT_EQ(got.count(2), 0u);
+    EXPECT_EQ(got.count(3), 0u);
+  }
+}
+
+// Issue 11, defect 3: a second job under the id of a running one got its
+// own JobEnd under that id.
+TEST_F(GemmStreamReactorTest, DuplicateIdOfARunningJobBreaksTheStream) {
+  const Job first(Problem(16, 8, 8), 101);
+  const Job second(Problem(8, 16, 8), 111);
+  RawStream stream(stub_.get());
+  ASSERT_TRUE(
+      stream.Write(wire::EncodeWholeJob(1, first.Params(), first.Operands())));
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (executor_->batches() < 1 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(executor_->batches(), 1);
+  ASSERT_TRUE(stream.Write(
+      wire::EncodeWholeJob(1, second.Params(), second.Operands())));
+  // The duplicate must be read while the first job is still running.
+  absl::SleepFor(absl::Milliseconds(200));
+  executor_->Open();
+  std::map<uint64_t, Received> got;
+  const grpc::Status status =
+      stream.Finish(&got, {{1, first.problem.c_elements()}});
+  EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("job_id 1: job for a job that is open"),
+            std::string::npos)
+      << status.error_message();
+  ExpectCorrect(got[1], first);
+  EXPECT_EQ(executor_->batches(), 1) << "the duplicate must not run";
+}
+
+// Issue 11, defect 3: a stray end_of_job after the job ended gave its id a
+// second JobEnd.
+TEST_F(GemmStreamReactorTest, StrayEndOfJobAfterTheJobBreaksTheStream) {
+  executor_->Open();
+  const Job job(Problem(5, 6, 7), 121);
+  RawStream stream(stub_.get());
+  ASSERT_TRUE(
+      stream.Write(wire::EncodeWholeJob(1, job.Params(), job.Operands())));
+  v1::StreamRequest stray;
+  stray.set_job_id(1);
+  stray.set_end_of_job(true);
+  ASSERT_TRUE(stream.WritePart(stray));
+  std::map<uint64_t, Received> got;
+  const grpc::Status status =
+      stream.Finish(&got, {{1, job.problem.c_elements()}});
+  EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
+  ExpectCorrect(got[1], job);
+}
+
+// A failed job's id may start a new job before the old one's end_of_job
+// (its JobEnd is out); the old job's stray parts are ignored till then.
+TEST_F(GemmStreamReactorTest, AFailedJobsIdMayStartANewJob) {
+  executor_->Open();
+  const Job job(Problem(6, 6, 6), 131);
+  RawStream stream(stub_.get());
+  v1::StreamRequest bad;
+  bad.set_job_id(4);
+  *bad.mutable_params() = job.Params();
+  bad.mutable_params()->set_m(0);  // invalid: fails the job
+  ASSERT_TRUE(stream.WritePart(bad));
+  v1::StreamRequest part;
+  part.set_job_id(4);
+  part.set_operand(v1::OPERAND_A);
+  ASSERT_TRUE(stream.WritePart(part, "abcd"));  // ignored
+  // Inline, so that the harness sees no chunk after the first JobEnd.
+  ASSERT_TRUE(stream.Write(
+      wire::EncodeWholeJob(4, job.Params(1 << 20), job.Operands())));
+  std::map<uint64_t, Received> got;
+  const grpc::Status status =
+      stream.Finish(&got, {{4, job.problem.c_elements()}});
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  // The failed job's JobEnd, then the new job's.
+  EXPECT_EQ(got[4].ends, 2);
+  EXPECT_EQ(got[4].end.code(), 0) << got[4].end.message();
+  EXPECT_LE(RelativeFrobeniusError(got[4].c.data(), job.want), kTolerance);
 }
 
 TEST_F(GemmStreamReactorTest, StreamClosedBeforeEndOfJob) {
@@ -464,6 +606,147 @@ TEST_F(GemmStreamReactorTest, CancelledStreamDropsItsQueuedJobs) {
   EXPECT_EQ(scheduler_->completed_ok(), 1u);
   EXPECT_EQ(scheduler_->completed_failed(), 1u);
   EXPECT_EQ(executor_->batches(), 1);
+}
+
+// A job's bytes (A, B and C) as the in-flight budget counts them.
+constexpr uint64_t kFlowJobBytes = 3 * 16 * 16 * 4;
+
+// Room for three 16^3 jobs in flight, and two in the queue.
+class FlowControlTest : public GemmStreamReactorTest {
+ protected:
+  ServiceLimits Limits() const override {
+    ServiceLimits limits;
+    limits.max_inflight_bytes = 3 * kFlowJobBytes;
+    limits.max_job_bytes = 3 * kFlowJobBytes;
+    return limits;
+  }
+  BatchScheduler::Options Batching() const override {
+    BatchScheduler::Options batching;
+    batching.max_queued_jobs = 2;
+    batching.max_batch_size = 1;
+    return batching;
+  }
+  void WaitForBatches(int n) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (executor_->batches() < n && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    ASSERT_GE(executor_->batches(), n);
+  }
+};
+
+// Issue 11, defect 6: pipelined jobs beyond the budget or the queue came
+// back UNAVAILABLE; the stream now waits, and every job runs.
+TEST_F(FlowControlTest, AFullBudgetAndQueueSlowTheStreamDown) {
+  std::vector<std::unique_ptr<Job>> jobs;
+  std::map<uint64_t, uint64_t> c_elements;
+  RawStream stream(stub_.get());
+  for (uint64_t id = 1; id <= 12; ++id) {
+    jobs.push_back(std::make_unique<Job>(Problem(16, 16, 16), 200 + id));
+    c_elements[id] = jobs.back()->problem.c_elements();
+    ASSERT_TRUE(stream.Write(wire::EncodeWholeJob(id, jobs.back()->Params(),
+                                                  jobs.back()->Operands())));
+  }
+  WaitForBatches(1);
+  // One job held in the executor, two queued: the budget (3 jobs) is full
+  // and the stream reads no more. Let it all through.
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(executor_->batches(), 1);
+  executor_->Open();
+  std::map<uint64_t, Received> got;
+  const grpc::Status status = stream.Finish(&got, c_elements);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  for (uint64_t id = 1; id <= 12; ++id) {
+    SCOPED_TRACE(id);
+    ExpectCorrect(got[id], *jobs[id - 1]);
+  }
+  EXPECT_EQ(service_->rejected_jobs(), 0u);
+}
+
+// With a job of its own half received, a stream cannot wait for budget
+// (that job needs its later messages): the new job fails with UNAVAILABLE.
+TEST_F(FlowControlTest, AStreamWithAHalfReceivedJobDoesNotWaitOnItself) {
+  const Job half(Problem(16, 16, 16), 301);
+  const Job running(Problem(16, 16, 16), 311);
+  const Job third(Problem(16, 16, 16), 321);
+  const Job fourth(Problem(16, 16, 16), 331);
+  RawStream stream(stub_.get());
+  v1::StreamRequest first;
+  first.set_job_id(1);
+  *first.mutable_params() = half.Params();
+  ASSERT_TRUE(stream.WritePart(first));  // holds a third of the budget
+  ASSERT_TRUE(stream.Write(
+      wire::EncodeWholeJob(2, running.Params(), running.Operands())));
+  WaitForBatches(1);  // job 2 holds the second third, in the executor
+  ASSERT_TRUE(
+      stream.Write(wire::EncodeWholeJob(3, third.Params(), third.Operands())));
+  // The budget is full now, and job 1 is half received.
+  ASSERT_TRUE(stream.Write(
+      wire::EncodeWholeJob(4, fourth.Params(), fourth.Operands())));
+  v1::StreamRequest a;
+  a.set_job_id(1);
+  a.set_operand(v1::OPERAND_A);
+  ASSERT_TRUE(stream.WritePart(a, half.Bytes(half.a)));
+  v1::StreamRequest b;
+  b.set_job_id(1);
+  b.set_operand(v1::OPERAND_B);
+  b.set_end_of_job(true);
+  ASSERT_TRUE(stream.WritePart(b, half.Bytes(half.b)));
+  executor_->Open();
+  std::map<uint64_t, Received> got;
+  const grpc::Status status =
+      stream.Finish(&got, {{1, half.problem.c_elements()},
+                           {2, running.problem.c_elements()},
+                           {3, third.problem.c_elements()}});
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  ExpectCorrect(got[1], half);
+  ExpectCorrect(got[2], running);
+  ExpectCorrect(got[3], third);
+  EXPECT_EQ(got[4].ends, 1);
+  EXPECT_EQ(got[4].end.code(), grpc::UNAVAILABLE) << got[4].end.message();
+}
+
+// Issue 11, defect 7: shutdown ends streams once their accepted jobs have
+// answered, jobs not accepted get UNAVAILABLE, and an idle stream ends at
+// once instead of holding shutdown for the whole grace period.
+TEST_F(GemmStreamReactorTest, DrainEndsStreamsOnceTheirAcceptedJobsAnswer) {
+  const Job accepted(Problem(12, 10, 8), 401);
+  const Job partial(Problem(12, 10, 8), 411);
+  RawStream busy(stub_.get());
+  RawStream idle(stub_.get());
+  ASSERT_TRUE(busy.Write(
+      wire::EncodeWholeJob(1, accepted.Params(), accepted.Operands())));
+  v1::StreamRequest first;
+  first.set_job_id(2);
+  *first.mutable_params() = partial.Params();
+  ASSERT_TRUE(busy.WritePart(first));
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (executor_->batches() < 1 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(executor_->batches(), 1);
+  // Job 2's params must have been read before the drain.
+  absl::SleepFor(absl::Milliseconds(50));
+  scheduler_->StopAccepting();
+  service_->Drain();
+
+  std::map<uint64_t, Received> idle_got;
+  const absl::Time idle_start = absl::Now();
+  const grpc::Status idle_status = idle.Finish(&idle_got, {});
+  EXPECT_EQ(idle_status.error_code(), grpc::UNAVAILABLE)
+      << idle_status.error_message();
+  EXPECT_LT(absl::Now() - idle_start, absl::Seconds(5));
+  EXPECT_TRUE(idle_got.empty());
+
+  executor_->Open();
+  std::map<uint64_t, Received> got;
+  const grpc::Status status =
+      busy.Finish(&got, {{1, accepted.problem.c_elements()}});
+  EXPECT_EQ(status.error_code(), grpc::UNAVAILABLE) << status.error_message();
+  ExpectCorrect(got[1], accepted);
+  EXPECT_EQ(got[2].ends, 1);
+  EXPECT_EQ(got[2].end.code(), grpc::UNAVAILABLE) << got[2].end.message();
+  EXPECT_NE(got[2].end.message().find("shutting down"), std::string::npos);
 }
 
 }  // namespace

@@ -24,7 +24,17 @@ JobIntake::JobIntake(const Options& options, Executor* executor,
     : options_(options),
       executor_(executor),
       scheduler_(scheduler),
-      budget_(options.limits.max_inflight_bytes) {}
+      budget_(options.limits.max_inflight_bytes, [this] { NotifyCapacity(); }) {
+  wake_thread_ = std::thread([this] { WakeLoop(); });
+}
+
+JobIntake::~JobIntake() {
+  {
+    absl::MutexLock lock(&waiters_mu_);
+    stopping_ = true;
+  }
+  wake_thread_.join();
+}
 
 absl::StatusOr<JobSpec> JobIntake::Validate(
     const v1::GemmParams& params) const {
@@ -63,12 +73,69 @@ absl::Status JobIntake::Submit(const std::shared_ptr<GemmJob>& job,
   job->set_call_deadline(call.deadline);
   job->set_cancel_check(call.cancelled);
   job->MarkReady(absl::Now());
-  job->set_done_callback(std::move(done));
+  // A finished job has left the queue: a stream waiting for room may go on.
+  job->set_done_callback(
+      [this, done = std::move(done)](GemmJob& finished, absl::Status status) {
+        done(finished, std::move(status));
+        NotifyCapacity();
+      });
   absl::Status queued = scheduler_->Submit(job);
   // Not queued: nothing will finish the job, so its callback (which may
   // hold the caller's state) goes now.
   if (!queued.ok()) job->set_done_callback(nullptr);
   return queued;
+}
+
+uint64_t JobIntake::WaitForCapacity(uint64_t seen_epoch,
+                                    std::function<void()> wake) {
+  absl::MutexLock lock(&waiters_mu_);
+  const uint64_t ticket = next_ticket_++;
+  waiters_.emplace(ticket, std::move(wake));
+  waiting_.store(waiters_.size());
+  // Room freed up between the caller's attempt and now: no wake would come.
+  if (epoch_.load() != seen_epoch) wake_due_ = true;
+  return ticket;
+}
+
+bool JobIntake::CancelWait(uint64_t ticket) {
+  absl::MutexLock lock(&waiters_mu_);
+  const bool removed = waiters_.erase(ticket) > 0;
+  waiting_.store(waiters_.size());
+  return removed;
+}
+
+void JobIntake::NotifyCapacity() {
+  // Paired with WaitForCapacity: either it sees the new epoch, or this sees
+  // its waiter.
+  epoch_.fetch_add(1);
+  if (waiting_.load() == 0) return;
+  absl::MutexLock lock(&waiters_mu_);
+  wake_due_ = true;
+}
+
+// Wakes run here, never on the thread that freed the room: that thread may
+// hold a stream's lock, and a wake takes one.
+void JobIntake::WakeLoop() {
+  while (true) {
+    std::map<uint64_t, std::function<void()>> woken;
+    {
+      absl::MutexLock lock(&waiters_mu_);
+      waiters_mu_.Await(absl::Condition(
+          +[](JobIntake* self)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->waiters_mu_) {
+                 return self->wake_due_ || self->stopping_;
+               },
+          this));
+      if (!wake_due_ && stopping_) return;
+      wake_due_ = false;
+      woken.swap(waiters_);
+      waiting_.store(0);
+    }
+    for (auto& [ticket, wake] : woken) {
+      (void)ticket;
+      wake();
+    }
+  }
 }
 
 }  // namespace gemm::server

@@ -22,12 +22,15 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/gemm.pb.h"
@@ -63,6 +66,7 @@ class JobIntake {
   // `executor` and `scheduler` must outlive the intake.
   JobIntake(const Options& options, Executor* executor,
             BatchScheduler* scheduler);
+  ~JobIntake();  // joins the wake thread; no wait may be pending
 
   // Validates `params` and resolves the kernel: the job's spec.
   absl::StatusOr<JobSpec> Validate(const v1::GemmParams& params) const;
@@ -88,6 +92,23 @@ class JobIntake {
   absl::Status Submit(const std::shared_ptr<GemmJob>& job, const Call& call,
                       GemmJob::DoneCallback done);
 
+  // False once the scheduler stops accepting jobs (server shutdown).
+  bool accepting() const { return scheduler_->accepting(); }
+
+  // Flow control. Room in the in-flight budget or the queue may free up
+  // whenever a job finishes or gives back its bytes; each such moment, and
+  // each NotifyCapacity(), starts a new capacity epoch.
+  uint64_t capacity_epoch() const { return epoch_.load(); }
+  // `wake` runs once, on the intake's own thread with no lock held, at the
+  // next new epoch, or soon when the epoch is already past `seen_epoch` (an
+  // epoch read before the attempt that found no room). Returns a ticket for
+  // CancelWait().
+  uint64_t WaitForCapacity(uint64_t seen_epoch, std::function<void()> wake);
+  // Withdraws a wait; false when its `wake` has run or is running.
+  bool CancelWait(uint64_t ticket);
+  // Starts a new epoch: every waiting `wake` runs (and is forgotten).
+  void NotifyCapacity();
+
   // Counts a job turned away before it was accepted; read by Info.
   void CountRejected() { rejected_.fetch_add(1); }
   uint64_t rejected() const { return rejected_.load(); }
@@ -101,6 +122,20 @@ class JobIntake {
   BatchScheduler* const scheduler_;
   InflightBudget budget_;
   std::atomic<uint64_t> rejected_{0};
+
+  // Runs wakes, one epoch at a time.
+  void WakeLoop();
+
+  std::atomic<uint64_t> epoch_{0};
+  absl::Mutex waiters_mu_;
+  std::map<uint64_t, std::function<void()>> waiters_
+      ABSL_GUARDED_BY(waiters_mu_);
+  uint64_t next_ticket_ ABSL_GUARDED_BY(waiters_mu_) = 1;
+  bool wake_due_ ABSL_GUARDED_BY(waiters_mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(waiters_mu_) = false;
+  // waiters_.size(), read without the lock on every job's end.
+  std::atomic<size_t> waiting_{0};
+  std::thread wake_thread_;
 };
 
 }  // namespace gemm::server

@@ -3,10 +3,13 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/process_tuning.h"
 #include "common/version.h"
@@ -14,6 +17,14 @@
 #include "spdlog/spdlog.h"
 
 namespace gemm::server {
+namespace {
+
+// How long past its grace period a shutdown may take (the scheduler's
+// workers finishing a job cancelled too late) before the process just
+// exits.
+constexpr absl::Duration kShutdownBound = absl::Seconds(5);
+
+}  // namespace
 
 int RunServerMain(int argc, char** argv,
                   const ServerMainExtensions& extensions) {
@@ -23,6 +34,7 @@ int RunServerMain(int argc, char** argv,
   std::string port_file;
   double max_queue_delay_us = 0;
   double shutdown_grace_s = 30;
+  double drain_delay_s = 5;
   // 0: the backend's choice (1 on the CPU, devices x streams on CUDA).
   options.batching.num_workers = 0;
 
@@ -59,6 +71,11 @@ int RunServerMain(int argc, char** argv,
                  options.http2_stream_window_bytes,
                  "HTTP/2 flow-control window per stream: bytes a client may "
                  "send ahead of the server's reads (0: gRPC's default)")
+      ->capture_default_str();
+  app.add_option("--http2-bdp-probe", options.http2_bdp_probe,
+                 "let gRPC grow HTTP/2 windows to the link's bandwidth-delay "
+                 "product (false: read-ahead per stream stays near the "
+                 "window, memory near --max-inflight-bytes)")
       ->capture_default_str();
   app.add_option("--http2-max-frame-bytes", options.http2_max_frame_bytes,
                  "largest HTTP/2 frame accepted, 16384..16777215 (0: gRPC's "
@@ -108,7 +125,16 @@ int RunServerMain(int argc, char** argv,
                  "file the dispatch table is loaded from if it holds one for "
                  "this GPU, else saved to after calibrating");
   app.add_option("--shutdown-grace-s", shutdown_grace_s,
-                 "on SIGINT/SIGTERM, how long open calls may take to finish")
+                 "on SIGINT/SIGTERM, how long the shutdown may take in all: "
+                 "the drain delay, then accepted jobs finishing; calls still "
+                 "open then are cancelled")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--drain-delay-s", drain_delay_s,
+                 "on SIGINT/SIGTERM, how long health reports NOT_SERVING "
+                 "while everything is still served, so that load balancers "
+                 "stop sending; part of --shutdown-grace-s")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--port-file", port_file,
                  "write the listening port to this file once serving");
@@ -120,6 +146,13 @@ int RunServerMain(int argc, char** argv,
   options.decorate_executor = extensions.decorate_executor;
 
   spdlog::set_level(spdlog::level::from_str(log_level));
+  if (drain_delay_s > shutdown_grace_s) {
+    spdlog::critical(
+        "cannot start: --drain-delay-s ({}) must not exceed "
+        "--shutdown-grace-s ({}): the drain is part of the grace period",
+        drain_delay_s, shutdown_grace_s);
+    return 1;
+  }
   options.batching.max_queue_delay = absl::Microseconds(max_queue_delay_us);
 
   // Block the shutdown signals in every thread; main waits for them below.
@@ -147,10 +180,34 @@ int RunServerMain(int argc, char** argv,
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  spdlog::info("signal {}: finishing accepted jobs (grace {} s), then exiting",
-               signal_number, shutdown_grace_s);
-  (*server)->Shutdown(absl::Seconds(shutdown_grace_s));
-  spdlog::info("shut down cleanly");
+  spdlog::info(
+      "signal {}: health NOT_SERVING; serving {} s more (--drain-delay-s), "
+      "then finishing accepted jobs; exiting within {} s "
+      "(--shutdown-grace-s)",
+      signal_number, drain_delay_s, shutdown_grace_s);
+  // A job that never leaves the device would hold the shutdown forever: the
+  // process ends kShutdownBound after the grace period whatever it waits on.
+  absl::Notification shut_down;
+  std::thread watchdog([&] {
+    const absl::Duration bound =
+        absl::Seconds(shutdown_grace_s) + kShutdownBound;
+    if (shut_down.WaitForNotificationWithTimeout(bound)) return;
+    spdlog::error(
+        "shutdown not done {} s after the signal (grace {} s): a job is "
+        "still in the executor; exiting without it",
+        absl::ToDoubleSeconds(bound), shutdown_grace_s);
+    spdlog::shutdown();
+    std::_Exit(1);
+  });
+  const GemmServer::ShutdownReport report = (*server)->Shutdown(
+      absl::Seconds(shutdown_grace_s), absl::Seconds(drain_delay_s));
+  shut_down.Notify();
+  watchdog.join();
+  if (report.clean()) {
+    spdlog::info("shut down cleanly: {}", report.ToString());
+  } else {
+    spdlog::warn("shut down: {}", report.ToString());
+  }
   return 0;
 }
 

@@ -7,12 +7,16 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "client/gemm_client.h"
 #include "common/reference_gemm.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/gemm.grpc.pb.h"
@@ -303,13 +307,6 @@ TEST_F(IntegrationTest, BadStreamPartsFailOnlyTheirJob) {
   req.set_job_id(1);
   req.set_end_of_job(true);
   ASSERT_TRUE(stream->Write(req));
-  // Job 2: data for a job never started.
-  req.Clear();
-  req.set_job_id(2);
-  req.set_operand(v1::OPERAND_B);
-  req.set_data(b.data(), 24);
-  req.set_end_of_job(true);
-  ASSERT_TRUE(stream->Write(req));
   // Job 3: too few bytes of B at the end.
   req.Clear();
   req.set_job_id(3);
@@ -350,6 +347,14 @@ TEST_F(IntegrationTest, BadStreamPartsFailOnlyTheirJob) {
   req.set_operand(v1::OPERAND_A);
   req.set_data(a.data(), 24);
   ASSERT_TRUE(stream->Write(req));
+  // Last, job 2: data for a job never started belongs to no job and breaks
+  // the stream; every job before it still gets its one end.
+  req.Clear();
+  req.set_job_id(2);
+  req.set_operand(v1::OPERAND_B);
+  req.set_data(b.data(), 24);
+  req.set_end_of_job(true);
+  stream->Write(req);
   stream->WritesDone();
 
   std::map<uint64_t, v1::JobEnd> ends;
@@ -363,12 +368,15 @@ TEST_F(IntegrationTest, BadStreamPartsFailOnlyTheirJob) {
       job4_c += resp.chunk().data();
     }
   }
-  ASSERT_TRUE(stream->Finish().ok());
-  ASSERT_EQ(ends.size(), 6u);
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("job_id 2: no such job"),
+            std::string::npos)
+      << status.error_message();
+  ASSERT_EQ(ends.size(), 5u);
+  EXPECT_EQ(ends.count(2), 0u);
   EXPECT_EQ(ends[1].code(), grpc::INVALID_ARGUMENT);
   EXPECT_NE(ends[1].message().find("offset"), std::string::npos);
-  EXPECT_EQ(ends[2].code(), grpc::INVALID_ARGUMENT);
-  EXPECT_NE(ends[2].message().find("params"), std::string::npos);
   EXPECT_EQ(ends[3].code(), grpc::INVALID_ARGUMENT);
   EXPECT_NE(ends[3].message().find("b: expected 24 bytes"), std::string::npos)
       << ends[3].message();
@@ -534,29 +542,53 @@ TEST(LimitsTest, AJobRefusedMidUploadFailsAloneAndItsOperandsMayGo) {
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
-TEST(LimitsTest, FullQueueIsUnavailableAndAcceptedJobsAllFinish) {
-  // One slow job keeps the single worker busy; of the small jobs behind it,
-  // one fits the queue and the rest are turned away.
-  ServerProcess server({"--max-queued-jobs", "1", "--threads", "1"});
-  ASSERT_TRUE(server.Start().ok());
-  auto client = Connect(server);
+// A server with room for one queued job, whose kernel "stuck" holds the
+// single worker for 3 s (then fails with INTERNAL).
+ServerProcess ServerWithAStuckWorker() {
+  return ServerProcess(
+      {"--max-queued-jobs", "1", "--threads", "1", "--testing-stuck-kernel",
+       "stuck", "--testing-stuck-s", "3"},
+      ServerProcess::kServerWithFaults);
+}
+
+// A job for the stuck kernel, then six small ones.
+std::vector<std::unique_ptr<TestJob>> StuckJobThenSmallOnes() {
   std::vector<std::unique_ptr<TestJob>> jobs;
-  jobs.push_back(
-      std::make_unique<TestJob>(1000, 1000, 1000, false, false, 1, 0, 1));
+  jobs.push_back(std::make_unique<TestJob>(8, 8, 8, false, false, 1, 0, 1));
+  jobs.back()->args.kernel = "stuck";
   for (int i = 0; i < 6; ++i) {
     jobs.push_back(
         std::make_unique<TestJob>(8, 8, 8, false, false, 1, 0, 2 + i));
   }
+  return jobs;
+}
+
+TEST(LimitsTest, AFullQueueTurnsUnaryCallsAwayWithUnavailable) {
+  ServerProcess server = ServerWithAStuckWorker();
+  ASSERT_TRUE(server.Start().ok());
+  auto client = Connect(server);
+  std::vector<std::unique_ptr<TestJob>> jobs = StuckJobThenSmallOnes();
+  absl::Mutex mu;
   std::vector<absl::Status> statuses(jobs.size());
-  auto stream = client->OpenStream();
+  int done = 0;
   for (size_t i = 0; i < jobs.size(); ++i) {
-    stream->Submit(
-        jobs[i]->args, jobs[i]->out.data(),
-        [&, i](absl::StatusOr<v1::Timing> t) { statuses[i] = t.status(); });
+    client->GemmAsync(jobs[i]->args, jobs[i]->out.data(),
+                      [&, i](absl::StatusOr<v1::Timing> t) {
+                        absl::MutexLock lock(&mu);
+                        statuses[i] = t.status();
+                        ++done;
+                      });
+    // The worker takes the stuck job before the small ones come.
+    if (i == 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
-  ASSERT_TRUE(stream->Finish().ok());
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(
+        +[](int* d) { return *d == 7; }, &done));
+  }
+  EXPECT_EQ(statuses[0].code(), absl::StatusCode::kInternal) << statuses[0];
   int ok = 0, unavailable = 0;
-  for (size_t i = 0; i < jobs.size(); ++i) {
+  for (size_t i = 1; i < jobs.size(); ++i) {
     if (statuses[i].ok()) {
       ++ok;
       EXPECT_LE(jobs[i]->Error(), kTolerance);
@@ -567,11 +599,31 @@ TEST(LimitsTest, FullQueueIsUnavailableAndAcceptedJobsAllFinish) {
       ++unavailable;
     }
   }
-  // The slow job is accepted first; whether one small job still fits in the
-  // queue depends on whether the worker has taken the slow one yet.
-  EXPECT_TRUE(statuses[0].ok()) << "the slow job was accepted first";
-  EXPECT_GE(unavailable, 5);
-  EXPECT_EQ(ok + unavailable, static_cast<int>(jobs.size()));
+  EXPECT_EQ(ok, 1) << "one small job fits the queue";
+  EXPECT_EQ(unavailable, 5);
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+// Issue 11, defect 6: on a stream the same jobs came back UNAVAILABLE; the
+// server now stops reading the stream until the queue has room.
+TEST(LimitsTest, AFullQueueSlowsAStreamDownAndEveryJobRuns) {
+  ServerProcess server = ServerWithAStuckWorker();
+  ASSERT_TRUE(server.Start().ok());
+  auto client = Connect(server);
+  std::vector<std::unique_ptr<TestJob>> jobs = StuckJobThenSmallOnes();
+  std::vector<absl::Status> statuses(jobs.size());
+  auto stream = client->OpenStream();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    stream->Submit(
+        jobs[i]->args, jobs[i]->out.data(),
+        [&, i](absl::StatusOr<v1::Timing> t) { statuses[i] = t.status(); });
+  }
+  ASSERT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(statuses[0].code(), absl::StatusCode::kInternal) << statuses[0];
+  for (size_t i = 1; i < jobs.size(); ++i) {
+    EXPECT_TRUE(statuses[i].ok()) << "job " << i << ": " << statuses[i];
+    EXPECT_LE(jobs[i]->Error(), kTolerance) << "job " << i;
+  }
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
@@ -619,6 +671,177 @@ TEST(ShutdownTest, SigtermFinishesJobsInFlightThenExitsZero) {
   TestJob late(2, 2, 2);
   EXPECT_EQ(client->Gemm(late.args, late.out.data()).status().code(),
             absl::StatusCode::kUnavailable);
+}
+
+// grpc.health.v1.Health/Check for the whole server: 1 SERVING, 2
+// NOT_SERVING, or minus the gRPC status code when the call failed.
+int HealthCheck(const std::string& address) {
+  grpc::GenericStub stub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+  grpc::CompletionQueue cq;
+  grpc::Slice empty("");
+  grpc::ByteBuffer request(&empty, 1);
+  auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check",
+                                    request, &cq);
+  call->StartCall();
+  grpc::ByteBuffer reply;
+  grpc::Status status;
+  call->Finish(&reply, &status, reinterpret_cast<void*>(1));
+  void* tag;
+  bool ok;
+  EXPECT_TRUE(cq.Next(&tag, &ok));
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (!status.ok()) return -static_cast<int>(status.error_code());
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(reply.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  // HealthCheckResponse{status = 1}: field 1, varint.
+  if (bytes.size() == 2 && bytes[0] == 0x08) return bytes[1];
+  return 0;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+std::string LastLine(const std::string& log) {
+  std::string trimmed = log;
+  while (!trimmed.empty() && trimmed.back() == '\n') trimmed.pop_back();
+  const size_t newline = trimmed.rfind('\n');
+  return newline == std::string::npos ? trimmed : trimmed.substr(newline + 1);
+}
+
+// Issue 11, defect 7: after SIGTERM the port refused connections at once,
+// so no health check ever saw NOT_SERVING.
+TEST(ShutdownTest, HealthIsNotServingDuringTheDrainDelayWhileJobsStillRun) {
+  ServerProcess server({"--drain-delay-s", "2", "--shutdown-grace-s", "10",
+                        "--log-level", "info"});
+  ASSERT_TRUE(server.Start().ok());
+  EXPECT_EQ(HealthCheck(server.address()), 1) << "SERVING";
+  auto client = Connect(server);
+  server.Signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(HealthCheck(server.address()), 2) << "NOT_SERVING";
+  TestJob job(33, 44, 55);
+  absl::StatusOr<v1::Timing> t = client->Gemm(job.args, job.out.data());
+  EXPECT_TRUE(t.ok()) << t.status();
+  EXPECT_LE(job.Error(), kTolerance);
+  EXPECT_EQ(server.Wait(15), 0);
+  EXPECT_NE(LastLine(server.Log()).find("shut down cleanly"), std::string::npos)
+      << server.Log();
+}
+
+// Issue 11, defect 7: an open, idle GemmStream held shutdown for the whole
+// grace period.
+TEST(ShutdownTest, AnIdleStreamEndsAtOnce) {
+  ServerProcess server({"--shutdown-grace-s", "30", "--log-level", "info"});
+  ASSERT_TRUE(server.Start().ok());
+  auto client = Connect(server);
+  std::unique_ptr<client::JobStream> stream = client->OpenStream();
+  TestJob job(20, 30, 40);
+  absl::Notification done;
+  stream->Submit(job.args, job.out.data(), [&](absl::StatusOr<v1::Timing> t) {
+    EXPECT_TRUE(t.ok()) << t.status();
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_LE(job.Error(), kTolerance);
+  // The stream stays open, idle.
+  const auto start = std::chrono::steady_clock::now();
+  server.Signal(SIGTERM);
+  EXPECT_EQ(server.Wait(20), 0);
+  EXPECT_LT(SecondsSince(start), 5.0) << "an idle stream held shutdown";
+  EXPECT_NE(LastLine(server.Log()).find("shut down cleanly"), std::string::npos)
+      << server.Log();
+  EXPECT_EQ(stream->Finish().code(), absl::StatusCode::kUnavailable);
+}
+
+// Issue 11, defect 2: shutdown must end within the grace period plus a
+// small bound whatever the calls are doing, here a job that never leaves
+// the executor.
+TEST(ShutdownTest, AJobStuckInTheExecutorCannotHoldShutdown) {
+  ServerProcess server({"--testing-stuck-kernel", "stuck", "--shutdown-grace-s",
+                        "1", "--log-level", "info"},
+                       ServerProcess::kServerWithFaults);
+  ASSERT_TRUE(server.Start().ok());
+  auto client = Connect(server);
+  TestJob job(8, 8, 8);
+  job.args.kernel = "stuck";
+  absl::Notification answered;
+  client->GemmAsync(job.args, job.out.data(),
+                    [&](absl::StatusOr<v1::Timing> t) {
+                      EXPECT_FALSE(t.ok());
+                      answered.Notify();
+                    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto start = std::chrono::steady_clock::now();
+  server.Signal(SIGTERM);
+  const int code = server.Wait(30);
+  // Grace 1 s plus the 5 s bound, with room for a loaded machine.
+  EXPECT_NE(code, -1) << "still running 30 s after SIGTERM";
+  EXPECT_LT(SecondsSince(start), 9.0);
+  EXPECT_EQ(code, 1) << "a forced exit is not a clean one";
+  EXPECT_NE(LastLine(server.Log()).find("exiting without it"),
+            std::string::npos)
+      << server.Log();
+  EXPECT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+}
+
+// Issue 11, defect 2: with --max-dim 4294967295, a streamed job of
+// 2^30 x 2^31 x 2^31 wedged its stream (no JobEnd for it or the next job).
+TEST(ShutdownTest, AHugeStreamedJobGetsItsAnswerAndTheNextJobRuns) {
+  ServerProcess server({"--max-dim", "4294967295", "--shutdown-grace-s", "5",
+                        "--log-level", "debug"});
+  // The call's context is gone before the signal: a client that keeps a
+  // finished call's ClientContext keeps its HTTP/2 stream, and with it the
+  // server's shutdown, waiting to the end of the grace period.
+  ASSERT_TRUE(server.Start().ok());
+  {
+    auto stub = v1::GemmService::NewStub(grpc::CreateChannel(
+        server.address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(20));
+    auto stream = stub->GemmStream(&context);
+    v1::StreamRequest req;
+    req.set_job_id(1);
+    req.mutable_params()->set_m(1u << 30);
+    req.mutable_params()->set_n(2147483648u);
+    req.mutable_params()->set_k(2147483648u);
+    req.mutable_params()->set_alpha(1);
+    req.set_end_of_job(true);
+    ASSERT_TRUE(stream->Write(req));
+    std::vector<float> a(6, 1.0f), b(6, 2.0f);
+    req.Clear();
+    req.set_job_id(2);
+    *req.mutable_job() = RawRequest(2, 2, 3);
+    req.mutable_job()->set_a(a.data(), 24);
+    req.mutable_job()->set_b(b.data(), 24);
+    req.mutable_job()->mutable_params()->set_inline_result_max_bytes(16);
+    ASSERT_TRUE(stream->Write(req));
+    stream->WritesDone();
+    std::map<uint64_t, v1::JobEnd> ends;
+    v1::StreamResponse resp;
+    while (stream->Read(&resp)) {
+      if (resp.has_end()) ends[resp.job_id()] = resp.end();
+    }
+    EXPECT_TRUE(stream->Finish().ok());
+    ASSERT_EQ(ends.size(), 2u);
+    EXPECT_EQ(ends[1].code(), grpc::RESOURCE_EXHAUSTED) << ends[1].message();
+    EXPECT_EQ(ends[2].code(), 0) << ends[2].message();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+  EXPECT_LT(SecondsSince(start), 5.0);
 }
 
 }  // namespace

@@ -1,13 +1,16 @@
 #include "tests/server_process.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -27,9 +30,21 @@ ServerProcess::ServerProcess(std::vector<std::string> extra_flags,
                              std::string binary)
     : flags_(std::move(extra_flags)), binary_(std::move(binary)) {
   static std::atomic<int> counter{0};
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  port_file_ = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/gemm-server-",
-                            getpid(), "-", counter++, ".port");
+  // Bazel keeps files in TEST_UNDECLARED_OUTPUTS_DIR (the server's log
+  // among them) after the test.
+  const char* tmp = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
+  if (tmp == nullptr) tmp = std::getenv("TEST_TMPDIR");
+  const std::string stem = absl::StrCat(
+      tmp != nullptr ? tmp : "/tmp", "/gemm-server-", getpid(), "-", counter++);
+  port_file_ = stem + ".port";
+  log_file_ = stem + ".log";
+}
+
+std::string ServerProcess::Log() const {
+  std::ifstream in(log_file_);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 ServerProcess::~ServerProcess() {
@@ -47,13 +62,28 @@ absl::Status ServerProcess::Start() {
   const std::string binary = override_binary != nullptr && binary_ == kServer
                                  ? std::string(override_binary)
                                  : RunfilePath(binary_);
-  std::vector<std::string> args = {binary,        "--listen", "127.0.0.1:0",
-                                   "--port-file", port_file_, "--log-level",
-                                   "warn"};
+  std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0",
+                                   "--port-file", port_file_};
+  auto has_flag = [this](const char* flag) {
+    return std::find(flags_.begin(), flags_.end(), flag) != flags_.end();
+  };
+  if (!has_flag("--log-level"))
+    args.insert(args.end(), {"--log-level", "warn"});
+  if (!has_flag("--drain-delay-s")) {
+    args.insert(args.end(), {"--drain-delay-s", "0"});
+  }
   args.insert(args.end(), flags_.begin(), flags_.end());
   pid_ = fork();
   if (pid_ < 0) return absl::InternalError("fork failed");
   if (pid_ == 0) {
+    // The log goes to a file too (Log()); the test's own output shows it
+    // when the file cannot be opened.
+    const int log = open(log_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (log >= 0) {
+      dup2(log, 1);
+      dup2(log, 2);
+      close(log);
+    }
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

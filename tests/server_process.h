@@ -33,7 +33,9 @@ class ServerProcess {
   ~ServerProcess();  // SIGKILLs a server still running.
 
   // Starts the binary (for kServer, GEMM_SERVER_BINARY when set) and waits
-  // (up to 20 s) until it listens.
+  // (up to 20 s) until it listens. Unless the flags say otherwise it runs
+  // with --log-level warn and --drain-delay-s 0 (stopping takes no drain
+  // delay). Its output goes to a file: Log().
   absl::Status Start();
   // "127.0.0.1:PORT".
   std::string address() const;
@@ -45,11 +47,14 @@ class ServerProcess {
   int Stop(int signal);
   // Waits for the exit (up to `timeout_s`); -1 if it did not exit.
   int Wait(double timeout_s);
+  // What the server has printed so far (stdout and stderr).
+  std::string Log() const;
 
  private:
   std::vector<std::string> flags_;
   std::string binary_;
   std::string port_file_;
+  std::string log_file_;
   pid_t pid_ = -1;
   int port_ = 0;
 };
