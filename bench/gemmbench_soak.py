@@ -36,7 +36,8 @@ SOAK_UNARY_SHARE = 0.25
 # pinned host cache keeps up to 4 GiB (--pinned-cache-bytes) for reuse.
 # Measured: the H200 e2e cases peak at 0.45-1.7 GB, the earlier H200 soak
 # (32 in flight, 10% of jobs 1024^3, 60 s) at 1.5 GB; the CPU backend's
-# soak here (256 in flight) is in bench/baselines/cpu/soak.json.
+# 10-minute soak here (256 in flight, bench/baselines/cpu/soak.json) at
+# 603 MB, growing 43 MB over its second half.
 #
 # A ceiling on the peak (VmHWM): a healthy server stays under the 4 GiB
 # pinned cache + the largest set of jobs the soak can have in flight (256 x
@@ -45,9 +46,9 @@ SOAK_UNARY_SHARE = 0.25
 SOAK_RSS_MAX_MB = 8192
 # Growth over the second half of the run (RSS at the end minus RSS at the
 # middle), when the pools have filled: a leak grows with the jobs served.
-# 256 MB over the last 5 minutes of a 10-minute run is a leak of 2 KB per
-# job on the CPU backend here (~450 jobs/s at 256 in flight), ~200 bytes
-# at the H200's ~4,000 jobs/s.
+# 256 MB over the last 5 minutes of a 10-minute run is a leak of 1.6 KB
+# per job on the CPU backend here (524 jobs/s at 256 in flight), ~200 bytes
+# at the earlier H200 soak's ~4,000 jobs/s.
 SOAK_RSS_GROWTH_MAX_MB = 256
 
 
@@ -143,7 +144,7 @@ def soak_checks(results):
           f"sent {sent:,}, answered {answered_ok + answered_errors:,}, lost {lost}")
     codes = ", ".join(f"{k} {v}" for k, v in r.get("errors_by_code", {}).items())
     check("errors", answered_errors == 0,
-          f"{answered_errors} failed" + (f" (measured: {codes})" if codes else ""))
+          f"{answered_errors:,} failed" + (f" (measured: {codes})" if codes else ""))
     server_ok = r.get("server_jobs_ok")
     server_not_ok = (r.get("server_jobs_failed", 0) + r.get("server_jobs_rejected", 0)
                      if server_ok is not None else None)

@@ -216,7 +216,7 @@ def table_soak(report, path):
     if "verified_fraction" in res:
         verified += f" = {100 * res['verified_fraction']:.0f}%"
     agree = res.get("server_counts_agree")
-    lines = ["| in flight | measured | jobs | jobs/s | verified (wrong) | errors | lost | server counts | "
+    lines = ["| in flight | measured | jobs | jobs/s | verified, warm-up too (wrong) | errors | lost | server counts | "
              "server RSS start -> end (peak) | second half (bound) | verdict |",
              "|---:|---:|---:|---:|---|---:|---:|---|---|---|---|",
              f"| {r['concurrency']} | {res['seconds']:g} s | {r['count']:,} | {r['requests_per_s']:,.0f} | "
