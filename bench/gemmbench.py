@@ -10,6 +10,7 @@ into the markdown tables of README.md and docs/*.md.
     gemmbench.py run --scenario all --out OUT              # on a GPU host
     gemmbench.py run --scenario e2e,tcp --cases s128-c64-x8,one4096 --out OUT
     gemmbench.py run --scenario e2e --server-flags='--cuda-blocking-sync=false' --out OUT
+    gemmbench.py run --scenario soak --soak-s 600 --out OUT   # 10 minutes, 256 in flight
     gemmbench.py tables                                    # rewrite the marked regions
     gemmbench.py tables --check                            # fail if a region is stale
 
@@ -30,6 +31,7 @@ import time
 
 from gemmbench_env import SCHEMA_VERSION, Environment, SkipScenario, commit_id, now_utc, repo_root
 from gemmbench_scenarios import BATCHING_CASES, E2E_CASES, GPU_SUITES, SCENARIOS
+from gemmbench_soak import SOAK_RSS_GROWTH_MAX_MB, SOAK_RSS_MAX_MB
 from gemmbench_tables import command_tables
 
 
@@ -124,6 +126,16 @@ def main():
     run.add_argument("--client-flags", type=shlex.split, default=[],
                      help="added to every gemm-client load (A/B runs)")
     run.add_argument("--soak-s", type=float, default=60, help="measured seconds of the soak scenario")
+    run.add_argument("--soak-concurrency", type=int, default=256,
+                     help="jobs outstanding in the soak (closed loop; default 256)")
+    run.add_argument("--soak-connections", type=int, default=4,
+                     help="TCP connections of the soak's client (default 4)")
+    run.add_argument("--soak-rss-max-mb", type=float, default=SOAK_RSS_MAX_MB,
+                     help="the soak fails if the server's peak RSS passes this "
+                          f"(default {SOAK_RSS_MAX_MB}; bench/gemmbench_soak.py says why)")
+    run.add_argument("--soak-rss-growth-max-mb", type=float, default=SOAK_RSS_GROWTH_MAX_MB,
+                     help="the soak fails if the server's RSS grows more than this over "
+                          f"the second half of the run (default {SOAK_RSS_GROWTH_MAX_MB})")
     run.add_argument("--smoke", action="store_true",
                      help="tiny cases, seconds each: a test of the driver, not a measurement")
     tables = sub.add_parser("tables", help="rewrite the marked tables in README.md and docs/*.md")

@@ -8,12 +8,11 @@ lines of the table printed at the end of a run.
 import os
 import re
 import shlex
-import subprocess
 import sys
 import tempfile
-import time
 
 from gemmbench_env import Server, load, read_json, run_program, selected
+from gemmbench_soak import scenario_soak, summarize_soak
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -235,58 +234,6 @@ def scenario_suites(env):
 def summarize_suites(results):
     return [f"{s['name']:22} {s['verdict']:7} passed {s['passed']}, failed {s['failed']}, "
             f"skipped {s['skipped']} ({s['seconds']} s)" for s in results["suites"]]
-
-
-def scenario_soak(env):
-    """A mixed, verified load for --soak-s seconds, sampling the server's resident size."""
-    logs = env.logs("soak")
-    seconds = 3 if env.smoke else env.args.soak_s
-    flags = ["--shapes", "64x64x64:0.7,200x100x300:0.3" if env.smoke else
-             "128x128x128:0.6,512x512x512:0.3,1024x1024x1024:0.1",
-             "--concurrency", "8" if env.smoke else "32", "--connections", "2" if env.smoke else "4",
-             "--duration-s", str(seconds), "--warmup-s", "1", "--verify-every", "50"]
-    samples = []
-    with Server(env, [], os.path.join(logs, "server.log")) as server:
-        json_path = os.path.join(logs, "soak.json")
-        cmd = [env.program("gemm-client"), "load", "--server", server.address, "-q",
-               "--json", json_path] + flags + list(env.args.client_flags)
-        start = time.monotonic()
-        with open(os.path.join(logs, "client.log"), "w") as log:
-            client = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-            while client.poll() is None:
-                samples.append([round(time.monotonic() - start, 1),
-                                round(server.memory_kb("VmRSS") / 1024, 1)])
-                try:
-                    client.wait(timeout=1.0)
-                except subprocess.TimeoutExpired:
-                    pass
-                if time.monotonic() - start > seconds + 120:
-                    client.kill()
-        samples.append([round(time.monotonic() - start, 1), round(server.memory_kb("VmRSS") / 1024, 1)])
-        peak = server.memory_kb("VmHWM") / 1024
-    report = read_json(json_path)
-    if report:
-        report.pop("histogram", None)
-    # Growth over the second half of the run: a leak shows as a steady climb.
-    half = [mb for t, mb in samples if t >= 1 + seconds / 2]
-    growth = round(half[-1] - half[0], 1) if len(half) >= 2 else 0.0
-    agree = bool(report) and report.get("server_side_jobs") == report["warmup_jobs"] + report["count"]
-    ok = (client.returncode == 0 and server.exit_code == 0 and bool(report) and report["errors"] == 0
-          and report["verify_failures"] == 0 and report["verified"] > 0 and agree)
-    return {"command": shlex.join(cmd), "seconds": seconds, "client_rc": client.returncode,
-            "server_exit": server.exit_code, "report": report, "server_counts_agree": agree,
-            "rss_mb": samples, "rss_peak_mb": round(peak, 1), "rss_growth_second_half_mb": growth,
-            "verdict": "pass" if ok else "fail"}
-
-
-def summarize_soak(results):
-    r = results["report"] or {}
-    return [f"{results['verdict']}: {r.get('count', 0)} jobs in {results['seconds']} s "
-            f"({r.get('requests_per_s', 0):.0f}/s), {r.get('errors', '?')} errors, "
-            f"{r.get('verified', 0)} verified ({r.get('verify_failures', '?')} wrong), "
-            f"server counts {'agree' if results['server_counts_agree'] else 'DISAGREE'}; "
-            f"RSS {results['rss_mb'][0][1]:.0f} -> {results['rss_mb'][-1][1]:.0f} MB "
-            f"(peak {results['rss_peak_mb']:.0f}, second half {results['rss_growth_second_half_mb']:+.0f})"]
 
 
 # name -> (run, summarize); "all" runs them in this order.

@@ -210,12 +210,25 @@ def table_suites(report, path):
 def table_soak(report, path):
     res = report["results"]
     r = res["report"]
-    return ["| measured | jobs | jobs/s | errors | verified (wrong) | server counts | server RSS start -> end (peak) |",
-            "|---:|---:|---:|---:|---|---|---|",
-            f"| {res['seconds']} s | {r['count']:,} | {r['requests_per_s']:,.0f} | {r['errors']} | "
-            f"{r['verified']:,} ({r['verify_failures']}) | {'agree' if res['server_counts_agree'] else 'disagree'} | "
-            f"{res['rss_mb'][0][1]:,.0f} -> {res['rss_mb'][-1][1]:,.0f} MB ({res['rss_peak_mb']:,.0f}) |",
-            "", provenance(report, path)]
+    rss = res["rss_mb"]
+    bound = res.get("bounds", {}).get("rss_growth_max_mb")
+    verified = f"{r['verified']:,}"
+    if "verified_fraction" in res:
+        verified += f" = {100 * res['verified_fraction']:.0f}%"
+    agree = res.get("server_counts_agree")
+    lines = ["| in flight | measured | jobs | jobs/s | verified, warm-up too (wrong) | errors | lost | server counts | "
+             "server RSS start -> end (peak) | second half (bound) | verdict |",
+             "|---:|---:|---:|---:|---|---:|---:|---|---|---|---|",
+             f"| {r['concurrency']} | {res['seconds']:g} s | {r['count']:,} | {r['requests_per_s']:,.0f} | "
+             f"{verified} ({r['verify_failures']}) | {r['errors']} | {num(res.get('lost'))} | "
+             f"{'agree' if agree else 'disagree'} | "
+             f"{rss[0][1]:,.0f} -> {rss[-1][1]:,.0f} MB ({res['rss_peak_mb']:,.0f}) | "
+             f"{res['rss_growth_second_half_mb']:+,.0f} MB"
+             f"{f' ({bound:,.0f})' if bound is not None else ''} | {res['verdict']} |", ""]
+    calls = ", ".join(f"{n:,} {call}" for call, n in r.get("sent_by_call", {}).items() if n)
+    lines.append(f"Shapes `{r['shapes']}` over {r['connections']} connections"
+                 + (f"; jobs sent by call: {calls}" if calls else "") + ". " + provenance(report, path))
+    return lines
 
 
 # region name -> (scenario, table)

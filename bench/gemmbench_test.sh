@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # gemmbench.py against the real gemm-server and gemm-client on the CPU
 # backend: the e2e and soak scenarios with their tiny --smoke cases write
-# reports that `tables` can render, and the tables in README.md and docs/
-# are the ones the kept baselines give (tables --check).
+# reports that `tables` can render, a soak with a memory bound too tight
+# fails, and the tables in README.md and docs/ are the ones the kept
+# baselines give (tables --check).
 #
 #   gemmbench_test.sh GEMMBENCH GEMM_SERVER GEMM_CLIENT
 set -euo pipefail
@@ -26,9 +27,28 @@ r = case["report"]
 assert case["client"]["rc"] == 0 and case["server_exit"] == 0, case
 assert r["errors"] == 0 and r["verify_failures"] == 0 and r["verified"] > 0, r
 assert r["server_side_jobs"] == r["warmup_jobs"] + r["count"], r
-soak = json.load(open(f"{sys.argv[1]}/soak.json"))
-assert soak["results"]["verdict"] == "pass", soak["results"]
-assert len(soak["results"]["rss_mb"]) >= 2
+soak = json.load(open(f"{sys.argv[1]}/soak.json"))["results"]
+assert soak["verdict"] == "pass", soak["checks"]
+assert soak["failed_checks"] == [] and len(soak["checks"]) == 7, soak["checks"]
+assert len(soak["rss_mb"]) >= 2
+assert soak["verified_fraction"] == 1.0 and soak["lost"] == 0 and soak["server_counts_agree"]
+calls = soak["report"]["sent_by_call"]
+assert calls["stream"] > 0 and calls["unary"] + calls["own_stream"] > 0, calls
+assert "20011x14x41" in soak["report"]["count_by_shape"], soak["report"]["count_by_shape"]
+PY
+
+# A memory bound the server cannot keep fails the soak, and gemmbench with
+# it, the check named.
+if python3 "$gemmbench" run --scenario soak --smoke --backend cpu --bin-dir "$bin" \
+  --soak-rss-max-mb 1 --out "$tmp/tight" >"$tmp/tight.txt"; then
+  echo "gemmbench passed a soak with a 1 MB bound" >&2
+  exit 1
+fi
+grep -q "FAIL rss_max" "$tmp/tight.txt"
+python3 - "$tmp/tight" <<'PY'
+import json, sys
+soak = json.load(open(f"{sys.argv[1]}/soak.json"))["results"]
+assert soak["verdict"] == "fail" and soak["failed_checks"] == ["rss_max"], soak["checks"]
 PY
 
 # tables: the committed documents match the kept baselines ...

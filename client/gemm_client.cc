@@ -204,7 +204,7 @@ void GemmClient::StartAttempt(const GemmArgs& args, float* c_out,
     };
   }
   Channel& channel = channels_[channel_index % channels_.size()];
-  if (JobBytes(args) > options_.max_unary_bytes) {
+  if (!WouldSendUnary(args)) {
     // Retries happen here, not inside the stream.
     JobStream::RunOne(channel.raw.get(), StreamOptions(), tracker_, args, c_out,
                       std::move(done));
@@ -228,6 +228,10 @@ void GemmClient::StartAttempt(const GemmArgs& args, float* c_out,
 bool GemmClient::WouldSplit(const GemmArgs& args) const {
   return CanSplitRows(args, options_.split_rows) &&
          JobBytes(args) >= options_.split_min_bytes;
+}
+
+bool GemmClient::WouldSendUnary(const GemmArgs& args) const {
+  return JobBytes(args) <= options_.max_unary_bytes;
 }
 
 void GemmClient::SplitAsync(const GemmArgs& args, float* c_out,

@@ -158,6 +158,11 @@ class GemmClient {
   // (Options.split_rows).
   bool WouldSplit(const GemmArgs& args) const;
 
+  // Whether GemmAsync() sends this job (or each part of a split one) as a
+  // unary Gemm call; a larger one goes over a GemmStream call of its own,
+  // in chunks (Options.max_unary_bytes).
+  bool WouldSendUnary(const GemmArgs& args) const;
+
   // Opens a stream for pipelining many jobs, on the next channel.
   std::unique_ptr<JobStream> OpenStream();
 

@@ -16,6 +16,9 @@ absl::StatusOr<LoadReport> RunLoad(GemmClient* client,
     return absl::InvalidArgumentError(
         "need a rate > 0, or a concurrency >= 1 without a rate");
   }
+  if (!(options.unary_share >= 0 && options.unary_share <= 1)) {
+    return absl::InvalidArgumentError("unary_share: must be in [0, 1]");
+  }
   if (options.count == 0 && options.duration <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("need a count or a duration");
   }

@@ -10,6 +10,12 @@
 // summarised (LoadSummary) in a LoadReport (client/load_report.h formats it
 // as text, JSON or CSV).
 //
+// With unary_share > 0, some jobs go each on a call of their own
+// (GemmClient::GemmAsync) instead of on the streams; the report counts jobs
+// by the call they went on (LoadReport.sent_by_call). Per-target counts put
+// such jobs, and split ones, under the target of the stream their
+// dispatcher would have used, which is exact with one server.
+//
 // Jobs are started by one dispatcher thread per stream (at most one per job
 // of the concurrency cap; a dispatcher then rotates over several streams).
 // Each owns its streams (and reopens them when they break), an RNG seeded
@@ -68,9 +74,17 @@ struct LoadOptions {
   // over all of them. More than one lets several jobs move at once on one
   // TCP connection (HTTP/2 multiplexing). Default 1.
   int streams_per_connection = 1;
+  // Share of the jobs (0..1), drawn per job, sent each on a call of its own
+  // through GemmClient::GemmAsync, as `gemm-client run` sends them: a unary
+  // Gemm call, or a GemmStream call of its own (in chunks) for a job over
+  // the unary limit. The rest are pipelined on the load's streams. Default
+  // 0: every job on the streams.
+  double unary_share = 0;
   // Server-side budget of each job (GemmArgs.timeout_ms); 0 = none.
   uint32_t job_timeout_ms = 0;
-  // Check every Nth job's C against a float64 reference; 0 = never.
+  // Check every Nth job's C against a float64 reference; 0 = never. The
+  // output buffer of a job to be checked is filled with NaN first, so that
+  // a result that never lands fails the check.
   uint64_t verify_every = 0;
   // Seed of the operands and of the shape and arrival draws.
   uint64_t seed = 42;

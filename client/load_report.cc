@@ -56,6 +56,14 @@ Distribution Summarize(std::vector<double> values) {
   return d;
 }
 
+bool ServerCountsAgree(const LoadReport& r) {
+  if (!r.have_server_counts) return false;
+  const uint64_t server_total =
+      r.server_jobs_ok + r.server_jobs_failed + r.server_jobs_rejected;
+  if (server_total != r.server_side_jobs) return false;
+  return r.server_side_jobs != r.sent || r.server_jobs_ok == r.answered_ok;
+}
+
 std::string FormatReportText(const LoadReport& r) {
   std::string out;
   const std::string load =
@@ -82,6 +90,16 @@ std::string FormatReportText(const LoadReport& r) {
                         r.mb_per_s_in);
   absl::StrAppendFormat(&out, "  MB/s out      %.2f (results received)\n",
                         r.mb_per_s_out);
+  std::vector<std::string> calls;
+  for (const auto& [call, count] : r.sent_by_call) {
+    if (count > 0) calls.push_back(absl::StrCat(call, " ", count));
+  }
+  const uint64_t answered = r.answered_ok + r.answered_errors;
+  absl::StrAppendFormat(
+      &out, "  whole run     sent %d (%s), answered %d (ok %d, errors %d)%s\n",
+      r.sent, absl::StrJoin(calls, ", "), answered, r.answered_ok,
+      r.answered_errors,
+      answered < r.sent ? absl::StrCat("; ", r.sent - answered, " LOST") : "");
   if (r.have_server_counts) {
     const uint64_t server_total =
         r.server_jobs_ok + r.server_jobs_failed + r.server_jobs_rejected;
@@ -95,7 +113,7 @@ std::string FormatReportText(const LoadReport& r) {
         r.server_side_jobs != client_total
             ? absl::StrCat("; ", r.server_side_jobs, " parts with --split")
             : "",
-        server_total == r.server_side_jobs ? "agree" : "DISAGREE");
+        ServerCountsAgree(r) ? "agree" : "DISAGREE");
   }
   absl::StrAppendFormat(&out, "\nErrors by status code\n");
   if (r.errors_by_code.empty()) absl::StrAppendFormat(&out, "  none\n");
@@ -142,8 +160,10 @@ std::string FormatReportText(const LoadReport& r) {
     absl::StrAppendFormat(&out, "  %-24s %d\n", shape, count);
   }
   if (r.verified > 0 || r.verify_failures > 0) {
-    absl::StrAppendFormat(&out, "\nVerified %d results, %d failed\n",
-                          r.verified, r.verify_failures);
+    absl::StrAppendFormat(&out,
+                          "\nVerified %d results (of %d answered OK), %d "
+                          "failed\n",
+                          r.verified, r.answered_ok, r.verify_failures);
   }
   if (r.stream_restarts > 0) {
     absl::StrAppendFormat(&out, "\nStreams reopened after breaking: %d\n",
@@ -165,11 +185,16 @@ std::string FormatReportJson(const LoadReport& r) {
   out["kernel"] = r.kernel;
   out["warmup_s"] = r.warmup_s;
   out["warmup_jobs"] = r.warmup_jobs;
+  out["sent"] = r.sent;
+  out["sent_by_call"] = MapJson(r.sent_by_call);
+  out["answered_ok"] = r.answered_ok;
+  out["answered_errors"] = r.answered_errors;
   out["server_side_jobs"] = r.server_side_jobs;
   if (r.have_server_counts) {
     out["server_jobs_ok"] = r.server_jobs_ok;
     out["server_jobs_failed"] = r.server_jobs_failed;
     out["server_jobs_rejected"] = r.server_jobs_rejected;
+    out["server_counts_agree"] = ServerCountsAgree(r);
   }
   out["duration_s"] = r.duration_s;
   out["count"] = r.count;

@@ -44,6 +44,16 @@ struct LoadReport {
   double warmup_s = 0;
   uint64_t warmup_jobs = 0;  // jobs started in the warm-up (not counted)
 
+  // The whole run, warm-up included: the jobs started, by the call they
+  // went on ("stream": pipelined on the load's streams; "unary": a Gemm call
+  // of their own; "own_stream": a GemmStream call of their own, for jobs
+  // over the unary limit; "split": cut into row blocks), and the answers
+  // that came back. Each job started gets exactly one answer, so a job
+  // lost on the way shows as sent > answered_ok + answered_errors.
+  uint64_t sent = 0;
+  std::map<std::string, uint64_t> sent_by_call;
+  uint64_t answered_ok = 0, answered_errors = 0;
+
   // The measured part.
   double duration_s = 0;  // first measured start to last measured end
   uint64_t count = 0;     // measured jobs that ended
@@ -65,6 +75,8 @@ struct LoadReport {
   std::map<std::string, uint64_t> ok_by_device;
   // Per shape ("MxNxK"): measured jobs.
   std::map<std::string, uint64_t> count_by_shape;
+  // Results checked against the float64 reference, warm-up included, and
+  // of them wrong.
   uint64_t verified = 0, verify_failures = 0;
   uint64_t stream_restarts = 0;  // streams reopened after breaking
 
@@ -88,6 +100,12 @@ struct LoadReport {
   std::vector<double> histogram_upper_ms;
   std::vector<uint64_t> histogram_count;
 };
+
+// Whether the server's counts match the client's: the server counted as
+// many jobs as the client sent (server_side_jobs), and, unless jobs were
+// split (which the server counts in parts), as many OK as came back OK.
+// False without the server's counts.
+bool ServerCountsAgree(const LoadReport& report);
 
 std::string FormatReportText(const LoadReport& report);
 // The whole report; field names are what bench/ scripts and tests read.

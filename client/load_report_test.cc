@@ -64,11 +64,55 @@ TEST(FormatReportTest, JsonParsesWithTheReadersFieldNames) {
   EXPECT_EQ(json["histogram"]["count"], nlohmann::json({3, 2}));
   // Without the server's counts, no server_jobs_* fields.
   EXPECT_FALSE(json.contains("server_jobs_ok"));
+  EXPECT_FALSE(json.contains("server_counts_agree"));
   report.have_server_counts = true;
   report.server_jobs_ok = 9;
   json = nlohmann::json::parse(FormatReportJson(report));
   EXPECT_EQ(json["server_jobs_ok"], 9);
   EXPECT_EQ(json["server_jobs_rejected"], 0);
+  EXPECT_EQ(json["server_counts_agree"], false);
+}
+
+TEST(FormatReportTest, JsonCarriesTheWholeRunsCounts) {
+  LoadReport report = SampleReport();
+  report.sent = 9;
+  report.sent_by_call = {{"stream", 6}, {"unary", 2}, {"own_stream", 1}};
+  report.answered_ok = 7;
+  report.answered_errors = 1;
+  nlohmann::json json = nlohmann::json::parse(FormatReportJson(report));
+  EXPECT_EQ(json["sent"], 9);
+  EXPECT_EQ(json["sent_by_call"]["unary"], 2);
+  EXPECT_EQ(json["answered_ok"], 7);
+  EXPECT_EQ(json["answered_errors"], 1);
+  EXPECT_NE(FormatReportText(report).find(
+                "sent 9 (own_stream 1, stream 6, unary 2), answered 8 (ok 7, "
+                "errors 1); 1 LOST"),
+            std::string::npos)
+      << FormatReportText(report);
+}
+
+// The server saw every job the client sent, and as many OK as the client
+// got back OK; split jobs are counted in parts, so only the total holds.
+TEST(ServerCountsAgreeTest, ComparesTotalsAndOkCounts) {
+  LoadReport report;
+  EXPECT_FALSE(ServerCountsAgree(report)) << "no server counts";
+  report.have_server_counts = true;
+  report.sent = report.server_side_jobs = 10;
+  report.answered_ok = 9;
+  report.answered_errors = 1;
+  report.server_jobs_ok = 9;
+  report.server_jobs_rejected = 1;
+  EXPECT_TRUE(ServerCountsAgree(report));
+  report.server_jobs_ok = 8;
+  report.server_jobs_failed = 1;
+  EXPECT_FALSE(ServerCountsAgree(report)) << "an OK the server did not see";
+  report.server_jobs_ok = 10;
+  report.server_jobs_failed = 0;
+  EXPECT_FALSE(ServerCountsAgree(report)) << "a job the client did not send";
+  report.server_side_jobs = 40;  // 10 jobs split in 4
+  report.server_jobs_ok = 36;
+  report.server_jobs_rejected = 4;
+  EXPECT_TRUE(ServerCountsAgree(report));
 }
 
 // tests/load_test.cc and tests/round_robin_test.cc read numbers with

@@ -1,6 +1,7 @@
 #include "client/load_run.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <random>
 #include <thread>
@@ -41,6 +42,7 @@ struct LoadRun::Dispatcher {
   bool BelowCap() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return cap == 0 || in_flight < cap;
   }
+  bool Idle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return in_flight == 0; }
 
   int index = 0;
   std::vector<int> slots;  // indices into LoadRun::streams_
@@ -49,6 +51,7 @@ struct LoadRun::Dispatcher {
   double rate = 0;   // jobs started per second; 0 = closed loop
   std::mt19937_64 random;
   std::discrete_distribution<int> pick_shape;
+  std::bernoulli_distribution pick_own_call;  // LoadOptions.unary_share
   // Streams that broke and were replaced; finished at the end, since a
   // stream cannot be destroyed from its own callbacks.
   std::vector<std::unique_ptr<JobStream>> broken_streams;
@@ -58,6 +61,7 @@ struct LoadRun::Dispatcher {
   mutable absl::Mutex mu;
   std::vector<std::unique_ptr<float[]>> free_buffers ABSL_GUARDED_BY(mu);
   std::vector<JobRecord> records ABSL_GUARDED_BY(mu);
+  uint64_t sent_by_call[kCalls] ABSL_GUARDED_BY(mu) = {};
   uint64_t in_flight ABSL_GUARDED_BY(mu) = 0;
   uint64_t completed ABSL_GUARDED_BY(mu) = 0;
   uint64_t errors ABSL_GUARDED_BY(mu) = 0;
@@ -122,6 +126,7 @@ void LoadRun::Prepare() {
     d->random.seed(options_.seed + i * 0x9E3779B97F4A7C15ull);
     d->pick_shape = std::discrete_distribution<int>(shape_weights_.begin(),
                                                     shape_weights_.end());
+    d->pick_own_call = std::bernoulli_distribution(options_.unary_share);
     {
       absl::MutexLock lock(&d->mu);
       d->records.reserve(4096);
@@ -186,11 +191,17 @@ void LoadRun::DispatchLoop(Dispatcher* d, Clock::time_point warmup_end,
   }
   for (int slot : d->slots) streams_[slot]->Finish().IgnoreError();
   for (auto& stream : d->broken_streams) stream->Finish().IgnoreError();
+  // Jobs on calls of their own (unary, split) end apart from the streams;
+  // the report counts them too, and their callbacks use this LoadRun.
+  absl::MutexLock lock(&d->mu);
+  d->mu.Await(absl::Condition(d, &Dispatcher::Idle));
 }
 
 void LoadRun::Dispatch(Dispatcher* d, Clock::time_point scheduled,
                        bool measured) {
   const int shape = d->pick_shape(d->random);
+  // Drawn only when asked for, so that runs without it draw as before.
+  const bool own_call = options_.unary_share > 0 && d->pick_own_call(d->random);
   const int slot = d->slots[d->next_slot++ % d->slots.size()];
   if (streams_[slot]->done()) {
     // The stream broke (e.g. the server went away): reopen it; the old one
@@ -201,6 +212,19 @@ void LoadRun::Dispatch(Dispatcher* d, Clock::time_point scheduled,
     stream_target_[slot] = TargetIndex(streams_[slot]->target());
     ++d->stream_restarts;
   }
+  const ShapeData& data = shapes_[shape];
+  GemmArgs args;
+  args.problem = data.shape.problem;
+  args.kernel = options_.kernel;
+  args.timeout_ms = options_.job_timeout_ms;
+  args.a = data.a.data();
+  args.b = data.b.data();
+  Call call = kStream;
+  if (client_->WouldSplit(args)) {
+    call = kSplit;
+  } else if (own_call) {
+    call = client_->WouldSendUnary(args) ? kUnary : kOwnStream;
+  }
   float* out;
   {
     absl::MutexLock lock(&d->mu);
@@ -210,29 +234,31 @@ void LoadRun::Dispatch(Dispatcher* d, Clock::time_point scheduled,
     out = d->free_buffers.back().release();
     d->free_buffers.pop_back();
     ++d->in_flight;
+    ++d->sent_by_call[call];
   }
-  const ShapeData& data = shapes_[shape];
-  GemmArgs args;
-  args.problem = data.shape.problem;
-  args.kernel = options_.kernel;
-  args.timeout_ms = options_.job_timeout_ms;
-  args.a = data.a.data();
-  args.b = data.b.data();
   const uint64_t seq = sent_.fetch_add(1, std::memory_order_relaxed);
   if (!measured) warmup_jobs_.fetch_add(1, std::memory_order_relaxed);
+  if (options_.verify_every > 0 && seq % options_.verify_every == 0) {
+    // The buffer is reused: without this, a result that never landed would
+    // pass on the C of an earlier job of the same shape.
+    std::fill_n(out, data.shape.problem.c_elements(),
+                std::numeric_limits<float>::quiet_NaN());
+  }
   const int target = stream_target_[slot];
   GemmCallback done = [this, d, shape, target, out, seq, scheduled,
                        measured](absl::StatusOr<v1::Timing> result) {
     OnEnd(d, shape, target, out, seq, scheduled, measured, std::move(result));
   };
-  if (client_->WouldSplit(args)) {
-    // Its parts go out on several channels at once, not on this stream.
-    server_side_jobs_.fetch_add(client_->options().split_rows,
-                                std::memory_order_relaxed);
-    client_->GemmAsync(args, out, std::move(done));
-  } else {
+  if (call == kStream) {
     server_side_jobs_.fetch_add(1, std::memory_order_relaxed);
     streams_[slot]->Submit(args, out, std::move(done));
+  } else {
+    // A split job's parts go out on several channels at once; other jobs
+    // here on a call of their own.
+    server_side_jobs_.fetch_add(
+        call == kSplit ? client_->options().split_rows : 1,
+        std::memory_order_relaxed);
+    client_->GemmAsync(args, out, std::move(done));
   }
 }
 
@@ -353,6 +379,8 @@ LoadReport LoadRun::ReportOf(Clock::time_point measure_start) const {
   report.warmup_s = absl::ToDoubleSeconds(options_.warmup);
   report.warmup_jobs = warmup_jobs_.load();
   report.server_side_jobs = server_side_jobs_.load();
+  report.sent = sent_.load();
+  uint64_t sent_by_call[kCalls] = {};
   std::vector<GemmProblem> problems;
   for (const ShapeData& data : shapes_) problems.push_back(data.shape.problem);
   LoadSummary summary(std::move(problems), targets_, measure_start);
@@ -360,12 +388,21 @@ LoadReport LoadRun::ReportOf(Clock::time_point measure_start) const {
   for (const auto& d : dispatchers_) {
     absl::MutexLock lock(&d->mu);
     report.stream_restarts += d->stream_restarts;
+    for (int call = 0; call < kCalls; ++call) {
+      sent_by_call[call] += d->sent_by_call[call];
+    }
+    report.answered_ok += d->completed - d->errors;
+    report.answered_errors += d->errors;
     report.verified += d->verified;
     report.verify_failures += d->verify_failures;
     // The first dispatcher's sample of a code wins.
     error_sample.insert(d->error_sample.begin(), d->error_sample.end());
     for (const JobRecord& record : d->records) summary.Add(record);
   }
+  report.sent_by_call = {{"stream", sent_by_call[kStream]},
+                         {"unary", sent_by_call[kUnary]},
+                         {"own_stream", sent_by_call[kOwnStream]},
+                         {"split", sent_by_call[kSplit]}};
   for (const auto& [code, message] : error_sample) {
     report.error_sample[absl::StatusCodeToString(code)] = message;
   }

@@ -40,6 +40,8 @@ class LoadRun {
  private:
   struct ShapeData;
   struct Dispatcher;
+  // The call a job goes on; the keys of LoadReport.sent_by_call.
+  enum Call { kStream, kUnary, kOwnStream, kSplit, kCalls };
 
   void Prepare();
   int TargetIndex(const std::string& target) const;

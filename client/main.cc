@@ -102,6 +102,7 @@ struct LoadFlags {
   uint64_t count = 0;
   double warmup_s = 1;
   int streams_per_connection = 1;
+  double unary_share = 0;
   uint32_t job_timeout_ms = 0;
   uint64_t verify_every = 0;
   uint64_t seed = 42;
@@ -126,6 +127,7 @@ int RunLoadTest(const CommonFlags& flags, const LoadFlags& l, bool rate_cap,
   options.warmup = absl::Seconds(l.warmup_s);
   options.job_timeout_ms = l.job_timeout_ms;
   options.streams_per_connection = l.streams_per_connection;
+  options.unary_share = l.unary_share;
   options.verify_every = l.verify_every;
   options.seed = l.seed;
   const bool tty = isatty(STDERR_FILENO);
@@ -312,6 +314,12 @@ int main(int argc, char** argv) {
                    "GemmStream calls per connection; jobs are spread over "
                    "all of them")
       ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  load->add_option("--unary-share", load_flags.unary_share,
+                   "share of the jobs sent each on a call of its own (unary "
+                   "Gemm; GemmStream in chunks over 3 MiB) instead of on the "
+                   "streams")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   load->add_option("--job-timeout-ms", load_flags.job_timeout_ms,
                    "server-side budget of each job (0: none)");

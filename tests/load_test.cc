@@ -289,6 +289,52 @@ TEST(LoadTest, SeveralStreamsPerConnectionAndSplitJobsVerify) {
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
+TEST(LoadTest, UnaryShareMixesTheCallsAndEveryResultIsChecked) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start().ok());
+  // 20011x14x41's A (3.3 MB) is over both the 3 MiB unary limit and the
+  // 1 MiB of a whole stream message, and its C (1.1 MB) over the 1 MiB of
+  // an inline result: on the streams it goes in chunks both ways, and with
+  // --unary-share on a GemmStream call of its own.
+  const std::string json = TempPath("unary-share.json");
+  CliResult r = RunClient({"load",
+                           "-s",
+                           server.address(),
+                           "--shapes",
+                           "33x17x9:0.4,64x64x64:0.35,20011x14x41:0.25",
+                           "-c",
+                           "6",
+                           "--connections",
+                           "2",
+                           "--unary-share",
+                           "0.5",
+                           "--count",
+                           "80",
+                           "--warmup-s",
+                           "0",
+                           "--verify-every",
+                           "1",
+                           "-q",
+                           "--json",
+                           json});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string report = ReadFile(json);
+  const double sent = JsonNumber(report, "sent");
+  EXPECT_EQ(sent, 80) << report;
+  EXPECT_EQ(JsonNumber(report, "answered_ok"), sent);
+  EXPECT_EQ(JsonNumber(report, "answered_errors"), 0);
+  EXPECT_GT(JsonNumber(report, "stream"), 0) << report;
+  EXPECT_GT(JsonNumber(report, "unary"), 0) << report;
+  EXPECT_GT(JsonNumber(report, "own_stream"), 0) << report;
+  EXPECT_EQ(JsonNumber(report, "split"), 0) << report;
+  EXPECT_EQ(JsonNumber(report, "verified"), sent);
+  EXPECT_EQ(JsonNumber(report, "verify_failures"), 0);
+  EXPECT_EQ(JsonNumber(report, "server_jobs_ok"), sent) << report;
+  EXPECT_NE(report.find("\"server_counts_agree\": true"), std::string::npos)
+      << report;
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
 TEST(RunCommandTest, RunVerifiesAndWritesNpy) {
   ServerProcess server;
   ASSERT_TRUE(server.Start().ok());
