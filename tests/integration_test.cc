@@ -3,8 +3,10 @@
 // with a float64 reference (relative Frobenius error <= 1e-5).
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -392,6 +394,38 @@ TEST_F(IntegrationTest, BadStreamPartsFailOnlyTheirJob) {
   EXPECT_EQ(ends[6].code(), grpc::INVALID_ARGUMENT);
   EXPECT_NE(ends[6].message().find("whole-job"), std::string::npos)
       << ends[6].message();
+}
+
+// proto/gemm.proto: NaN and infinities propagate as IEEE-754 says, except
+// that with beta 0 the input C is not read.
+TEST_F(IntegrationTest, NanAndInfinityPropagateButCIsNotReadWhenBetaIsZero) {
+  auto stub = v1::GemmService::NewStub(grpc::CreateChannel(
+      server_->address(), grpc::InsecureChannelCredentials()));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> a(6, 1.0f), b(6, 2.0f), c(4, nan);
+  auto run = [&](float alpha, float beta) {
+    v1::GemmRequest request = RawRequest(2, 2, 3);
+    request.mutable_params()->set_alpha(alpha);
+    request.mutable_params()->set_beta(beta);
+    request.set_a(a.data(), 24);
+    request.set_b(b.data(), 24);
+    request.set_c(c.data(), 16);
+    grpc::ClientContext context;
+    v1::GemmResponse response;
+    EXPECT_TRUE(stub->Gemm(&context, request, &response).ok());
+    std::vector<float> out(4, -1.0f);
+    EXPECT_EQ(response.c().size(), 16u);
+    std::memcpy(out.data(), response.c().data(),
+                std::min<size_t>(16, response.c().size()));
+    return out;
+  };
+  for (float v : run(1.0f, 0.0f)) EXPECT_EQ(v, 6.0f) << "C (NaN) not read";
+  for (float v : run(nan, 0.0f)) EXPECT_TRUE(std::isnan(v));
+  for (float v : run(inf, 0.0f)) EXPECT_EQ(v, inf);
+  for (float v : run(1.0f, 1.0f)) EXPECT_TRUE(std::isnan(v)) << "C is read";
+  c.assign(4, 1.0f);
+  for (float v : run(1.0f, -inf)) EXPECT_EQ(v, -inf);
 }
 
 TEST_F(IntegrationTest, DeviceFailureIsInternalAndTheServerGoesOn) {
