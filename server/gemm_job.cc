@@ -40,7 +40,7 @@ absl::Status InflightBudget::Reserve(uint64_t bytes, Reservation* reservation) {
   do {
     // A job larger than the whole budget is refused earlier, by the size
     // limits; here the budget is merely full for now.
-    if (used + bytes > limit_) {
+    if (bytes > limit_ || used > limit_ - bytes) {
       return absl::UnavailableError(absl::StrFormat(
           "server overloaded: %d bytes of jobs in flight, limit %d; retry "
           "later",

@@ -20,6 +20,16 @@ TEST(JobSpecTest, BatchKeyComparesShapeKernelAndScalars) {
   EXPECT_FALSE(p.SameBatchAs(q));
 }
 
+// A reservation near 2^64 must not wrap the sum and pass the limit.
+TEST(InflightBudgetTest, AHugeReservationDoesNotWrap) {
+  InflightBudget budget(~uint64_t{0} - 1);
+  InflightBudget::Reservation small, huge;
+  ASSERT_TRUE(budget.Reserve(100, &small).ok());
+  EXPECT_EQ(budget.Reserve(~uint64_t{0} - 50, &huge).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(budget.used(), 100u);
+}
+
 TEST(InflightBudgetTest, ReservesUntilFullAndReleasesOnDestruction) {
   InflightBudget budget(100);
   {

@@ -1,5 +1,7 @@
 #include "server/validation.h"
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
@@ -54,6 +56,13 @@ absl::StatusOr<JobSpec> ValidateParams(const v1::GemmParams& params,
   problem.k = params.k();
   problem.trans_a = params.trans_a();
   problem.trans_b = params.trans_b();
+  // total_bytes() saturates: 2^64 - 1 means the true size does not fit in
+  // 64 bits, whatever the limit says.
+  if (problem.total_bytes() == std::numeric_limits<uint64_t>::max()) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "params: a %s job needs 2^64 bytes or more for A, B and C",
+        problem.ToString()));
+  }
   if (problem.total_bytes() > limits.max_job_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "params: a %s job needs %d bytes for A, B and C, over the server's "

@@ -67,8 +67,22 @@ TEST_F(ValidationTest, SizesThatWouldWrapAreOverTheJobLimit) {
         {1u << 30, 1u << 31, 1u << 31},
         {0xffffffffu, 0xffffffffu, 0xffffffffu}}) {
     ExpectError(ValidateParams(Params(m, n, k), limits_, *executor_).status(),
-                absl::StatusCode::kResourceExhausted, "max_job_bytes");
+                absl::StatusCode::kResourceExhausted, "2^64 bytes or more");
   }
+}
+
+// Found by validation_fuzzer: with max_job_bytes at its largest (2^64 - 1),
+// a size that saturated at 2^64 - 1 passed the limit and the job was
+// accepted. Whatever the limits, such a job is refused.
+TEST_F(ValidationTest, SizesPast64BitsAreRefusedWhateverTheLimits) {
+  limits_.max_dim = 0xffffffffu;
+  limits_.max_job_bytes = ~uint64_t{0};
+  limits_.max_inflight_bytes = ~uint64_t{0};
+  const absl::Status s =
+      ValidateParams(Params(1u << 31, 1u << 31, 1u << 31), limits_, *executor_)
+          .status();
+  ExpectError(s, absl::StatusCode::kResourceExhausted, "params");
+  EXPECT_NE(s.message().find("2^64"), absl::string_view::npos) << s;
 }
 
 // Issue 11, defect 4: a 100,000-character kernel name was echoed whole into
