@@ -13,7 +13,7 @@ std::unique_ptr<Executor> FaultInjectingExecutor::Wrap(
 }
 
 std::vector<std::string> FaultInjectingExecutor::kernels() const {
-  std::vector<std::string> names = inner_->kernels();
+  std::vector<std::string> names = inner().kernels();
   names.push_back(fail_kernel_);
   return names;
 }
@@ -21,7 +21,7 @@ std::vector<std::string> FaultInjectingExecutor::kernels() const {
 absl::StatusOr<std::string> FaultInjectingExecutor::ResolveKernel(
     const GemmProblem& problem, absl::string_view requested) const {
   if (requested == fail_kernel_) return fail_kernel_;
-  return inner_->ResolveKernel(problem, requested);
+  return inner().ResolveKernel(problem, requested);
 }
 
 absl::Status FaultInjectingExecutor::Execute(const Batch& batch) {
@@ -30,7 +30,7 @@ absl::Status FaultInjectingExecutor::Execute(const Batch& batch) {
         absl::StrCat("device failure (injected for testing on kernel '",
                      fail_kernel_, "')"));
   }
-  return inner_->Execute(batch);
+  return inner().Execute(batch);
 }
 
 }  // namespace gemm::server

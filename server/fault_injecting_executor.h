@@ -23,16 +23,12 @@
 
 namespace gemm::server {
 
-class FaultInjectingExecutor final : public Executor {
+class FaultInjectingExecutor final : public ForwardingExecutor {
  public:
   // `inner` with the failing kernel `fail_kernel` added (must not be empty).
   static std::unique_ptr<Executor> Wrap(std::unique_ptr<Executor> inner,
                                         std::string fail_kernel);
 
-  absl::string_view backend() const override { return inner_->backend(); }
-  std::vector<DeviceDescription> devices() const override {
-    return inner_->devices();
-  }
   // The inner executor's kernels, then the failing one.
   std::vector<std::string> kernels() const override;
   // The failing kernel resolves to itself; anything else as the inner
@@ -42,16 +38,13 @@ class FaultInjectingExecutor final : public Executor {
   // INTERNAL for a batch of the failing kernel (batches share one kernel);
   // the inner executor runs every other batch.
   absl::Status Execute(const Batch& batch) override;
-  absl::Status PrepareWorkerThread() override {
-    return inner_->PrepareWorkerThread();
-  }
 
  private:
   FaultInjectingExecutor(std::unique_ptr<Executor> inner,
                          std::string fail_kernel)
-      : inner_(std::move(inner)), fail_kernel_(std::move(fail_kernel)) {}
+      : ForwardingExecutor(std::move(inner)),
+        fail_kernel_(std::move(fail_kernel)) {}
 
-  const std::unique_ptr<Executor> inner_;
   const std::string fail_kernel_;
 };
 
