@@ -174,6 +174,12 @@ grpc::ByteBuffer EncodeGemmResponse(const char* data, size_t size,
 // Any message, serialized the ordinary way (one copy; for small messages).
 grpc::ByteBuffer EncodeMessage(const google::protobuf::Message& message);
 
+// Any message, parsed the ordinary way (for small messages), with the
+// checks of DecodeWithPieces: INVALID_ARGUMENT naming the message
+// ("malformed InfoRequest: ...") or the field when the bytes are not one.
+absl::Status DecodeMessage(const grpc::ByteBuffer& buffer,
+                           google::protobuf::Message* message);
+
 // ---- Client side: operands out, results in. ----
 
 // A job's operand bytes (any may be empty).

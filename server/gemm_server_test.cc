@@ -1,6 +1,21 @@
+// GemmServer in this process on a loopback port: its configuration checks,
+// and what a client sees of requests at the edges of the limits.
 #include "server/gemm_server.h"
 
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "proto/gemm.grpc.pb.h"
+#include "server/executor.h"
+#include "server/gemm_job.h"
 
 namespace gemm::server {
 namespace {
@@ -34,6 +49,111 @@ TEST(GemmServerTest, RefusesResultChunksThatCannotFitInAMessage) {
   auto fits = GemmServer::Create(options);
   ASSERT_TRUE(fits.ok()) << fits.status();
   (*fits)->Shutdown(absl::ZeroDuration());
+}
+
+// Forwards to the server's executor, counting batches; optionally runs each
+// batch `delay` late and names its device `device` (as a CUDA device with a
+// long product name would be).
+class ObservedExecutor final : public ForwardingExecutor {
+ public:
+  struct Options {
+    absl::Duration delay = absl::ZeroDuration();
+    std::string device;  // empty: the inner executor's
+  };
+  ObservedExecutor(std::unique_ptr<Executor> inner, Options options,
+                   std::atomic<int>* batches)
+      : ForwardingExecutor(std::move(inner)),
+        options_(options),
+        batches_(batches) {}
+  absl::Status Execute(const Batch& batch) override {
+    batches_->fetch_add(1);
+    absl::SleepFor(options_.delay);
+    absl::Status status = ForwardingExecutor::Execute(batch);
+    if (!options_.device.empty()) {
+      for (const auto& job : batch) job->timing().device = options_.device;
+    }
+    return status;
+  }
+
+ private:
+  const Options options_;
+  std::atomic<int>* const batches_;
+};
+
+// A started GemmServer whose executor is observed, and a channel to it.
+struct TestServer {
+  explicit TestServer(GemmServer::Options options,
+                      ObservedExecutor::Options executor = {}) {
+    options.decorate_executor = [this, executor](std::unique_ptr<Executor> e) {
+      return std::make_unique<ObservedExecutor>(std::move(e), executor,
+                                                &batches);
+    };
+    auto created = GemmServer::Create(options);
+    EXPECT_TRUE(created.ok()) << created.status();
+    if (!created.ok()) return;
+    server = std::move(*created);
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    channel =
+        grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(server->port()),
+                                  grpc::InsecureChannelCredentials(), args);
+    stub = v1::GemmService::NewStub(channel);
+  }
+
+  v1::ServerStats Stats() {
+    grpc::ClientContext context;
+    v1::InfoResponse info;
+    EXPECT_TRUE(stub->Info(&context, v1::InfoRequest(), &info).ok());
+    return info.stats();
+  }
+
+  std::atomic<int> batches{0};
+  std::unique_ptr<GemmServer> server;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::GemmService::Stub> stub;
+};
+
+// A unary call with `bytes` as its request message, whatever they are.
+grpc::Status CallWithBytes(grpc::Channel* channel, const std::string& method,
+                           const std::string& bytes) {
+  grpc::GenericStub stub(channel->shared_from_this());
+  grpc::ClientContext context;
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::Status status;
+  absl::Notification done;
+  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  return status;
+}
+
+// Issue 11: bytes that are no InfoRequest got UNIMPLEMENTED with an empty
+// message, where Gemm names the problem.
+TEST(GemmServerTest, MalformedInfoRequestIsInvalidArgument) {
+  TestServer t(CpuOptions());
+  ASSERT_NE(t.server, nullptr);
+  // A truncated varint field, then a tag with field number 0.
+  for (const std::string garbage :
+       {std::string("\x08\xff"), std::string("\x00\x01", 2)}) {
+    grpc::Status status =
+        CallWithBytes(t.channel.get(), "/gemm.v1.GemmService/Info", garbage);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << status.error_message();
+    EXPECT_NE(status.error_message().find("malformed InfoRequest"),
+              std::string::npos)
+        << status.error_message();
+  }
+  // An empty request, and one with a field Info does not know, still work.
+  EXPECT_TRUE(
+      CallWithBytes(t.channel.get(), "/gemm.v1.GemmService/Info", "").ok());
+  EXPECT_TRUE(
+      CallWithBytes(t.channel.get(), "/gemm.v1.GemmService/Info", "\x08\x01")
+          .ok());
+  EXPECT_EQ(t.Stats().jobs_ok(), 0u);
 }
 
 }  // namespace

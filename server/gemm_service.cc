@@ -42,40 +42,49 @@ GemmServiceImpl::GemmServiceImpl(const Options& options, Executor* executor,
       stream_options_(StreamOptions(options)) {}
 
 grpc::ServerUnaryReactor* GemmServiceImpl::Info(
-    grpc::CallbackServerContext* context, const v1::InfoRequest* /*request*/,
-    v1::InfoResponse* response) {
-  response->set_version(options_.version);
-  response->set_backend(std::string(executor_->backend()));
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // InfoRequest has no fields; its bytes must still be a message.
+  v1::InfoRequest in;
+  absl::Status decoded = wire::DecodeMessage(*request, &in);
+  if (decoded.ok()) *response = wire::EncodeMessage(Describe());
+  reactor->Finish(ToGrpcStatus(decoded));
+  return reactor;
+}
+
+v1::InfoResponse GemmServiceImpl::Describe() const {
+  v1::InfoResponse response;
+  response.set_version(options_.version);
+  response.set_backend(std::string(executor_->backend()));
   for (const DeviceDescription& d : executor_->devices()) {
-    v1::Device* device = response->add_devices();
+    v1::Device* device = response.add_devices();
     device->set_id(d.id);
     device->set_name(d.name);
     device->set_memory_bytes(d.memory_bytes);
     device->set_compute_capability(d.compute_capability);
   }
   for (const std::string& name : executor_->kernels()) {
-    response->add_kernels(name);
+    response.add_kernels(name);
   }
   const ServiceLimits& l = options_.limits;
-  v1::Limits* limits = response->mutable_limits();
+  v1::Limits* limits = response.mutable_limits();
   limits->set_max_dim(l.max_dim);
   limits->set_max_job_bytes(l.max_job_bytes);
   limits->set_max_message_bytes(l.max_message_bytes);
   limits->set_max_queued_jobs(scheduler_->options().max_queued_jobs);
   limits->set_max_inflight_bytes(l.max_inflight_bytes);
   limits->set_result_chunk_bytes(l.result_chunk_bytes);
-  v1::ServerStats* stats = response->mutable_stats();
+  v1::ServerStats* stats = response.mutable_stats();
   stats->set_jobs_ok(scheduler_->completed_ok());
   stats->set_jobs_failed(scheduler_->completed_failed());
   stats->set_jobs_rejected(intake_.rejected());
   stats->set_uptime_s(absl::ToDoubleSeconds(absl::Now() - start_time_));
-  v1::Batching* batching = response->mutable_batching();
+  v1::Batching* batching = response.mutable_batching();
   batching->set_max_batch_size(scheduler_->options().max_batch_size);
   batching->set_max_queue_delay_us(
       absl::ToInt64Microseconds(scheduler_->options().max_queue_delay));
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return response;
 }
 
 grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
