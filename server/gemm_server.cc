@@ -4,10 +4,10 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "proto/wire_codec.h"
 #include "server/cpu_executor.h"
+#include "server/reflection_service.h"
 #ifdef GEMM_HAVE_CUDA
 #include "server/cuda_executor.h"
 #endif
@@ -19,6 +19,9 @@ namespace gemm::server {
 namespace {
 
 constexpr char kServiceName[] = "gemm.v1.GemmService";
+// gRPC's own health service, which it registers itself
+// (EnableDefaultHealthCheckService).
+constexpr char kHealthServiceName[] = "grpc.health.v1.Health";
 
 // The executor, with its host allocator and worker count.
 struct Backend {
@@ -115,11 +118,16 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
       service_options, server->executor_.get(), server->scheduler_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  ReflectionService::Options reflection;
+  reflection.services = {kServiceName, kHealthServiceName};
+  server->reflection_ = std::make_unique<ReflectionService>(reflection);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen_address,
                            grpc::InsecureServerCredentials(), &server->port_);
   builder.RegisterService(server->service_.get());
+  for (grpc::Service* service : server->reflection_->services()) {
+    builder.RegisterService(service);
+  }
   const int max_message = static_cast<int>(std::min<uint64_t>(
       options.limits.max_message_bytes, std::numeric_limits<int>::max()));
   builder.SetMaxReceiveMessageSize(max_message);
