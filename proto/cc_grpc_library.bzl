@@ -37,6 +37,11 @@ def cc_grpc_library(name, src, imports = [], deps = [], **kwargs):
         name = name,
         srcs = sources,
         hdrs = headers,
+        # Each file enters the process's descriptor pool from a static
+        # initializer, which a static link would drop from a file whose
+        # symbols no code names (a service declared over another file's
+        # messages); server reflection must still find it.
+        alwayslink = True,
         deps = deps + [
             "@system//:grpc++",
             "@system//:protobuf",
