@@ -84,14 +84,16 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
         "max_job_bytes must not exceed max_inflight_bytes: such a job could "
         "never be admitted");
   }
+  // A chunk, or a result of a chunk's size inline in its JobEnd, must fit
+  // in a message with its header.
   if (options.limits.result_chunk_bytes < 4 ||
-      options.limits.result_chunk_bytes + wire::kResultChunkOverheadBytes >
+      options.limits.result_chunk_bytes + wire::kResultMessageOverheadBytes >
           options.limits.max_message_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "result_chunk_bytes (", options.limits.result_chunk_bytes,
-        ") must be at least 4 and leave ", wire::kResultChunkOverheadBytes,
+        ") must be at least 4 and leave ", wire::kResultMessageOverheadBytes,
         " bytes of max_message_bytes (", options.limits.max_message_bytes,
-        ") for the chunk's header"));
+        ") for a result message's header"));
   }
   std::unique_ptr<GemmServer> server(new GemmServer());
   ASSIGN_OR_RETURN(Backend backend, MakeBackend(options));

@@ -3,6 +3,8 @@
 #include "server/gemm_server.h"
 
 #include <atomic>
+#include <chrono>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -14,6 +16,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/gemm.grpc.pb.h"
+#include "proto/wire_codec.h"
 #include "server/executor.h"
 #include "server/gemm_job.h"
 
@@ -113,6 +116,17 @@ struct TestServer {
   std::unique_ptr<v1::GemmService::Stub> stub;
 };
 
+v1::GemmRequest Request(uint32_t m, uint32_t n, uint32_t k) {
+  v1::GemmRequest request;
+  request.mutable_params()->set_m(m);
+  request.mutable_params()->set_n(n);
+  request.mutable_params()->set_k(k);
+  request.mutable_params()->set_alpha(1);
+  request.set_a(std::string(4 * uint64_t{m} * k, '\0'));
+  request.set_b(std::string(4 * uint64_t{k} * n, '\0'));
+  return request;
+}
+
 // A unary call with `bytes` as its request message, whatever they are.
 grpc::Status CallWithBytes(grpc::Channel* channel, const std::string& method,
                            const std::string& bytes) {
@@ -154,6 +168,83 @@ TEST(GemmServerTest, MalformedInfoRequestIsInvalidArgument) {
       CallWithBytes(t.channel.get(), "/gemm.v1.GemmService/Info", "\x08\x01")
           .ok());
   EXPECT_EQ(t.Stats().jobs_ok(), 0u);
+}
+
+// Issue 11: a result larger than a message was found only after the job
+// had run, and the job was counted in jobs_ok though the client got an
+// error.
+TEST(GemmServerTest, UnaryResultLargerThanAMessageIsRefusedUnrun) {
+  GemmServer::Options options = CpuOptions();
+  options.limits.max_message_bytes = 1 << 20;
+  options.limits.result_chunk_bytes = 64 << 10;
+  TestServer t(options);
+  ASSERT_NE(t.server, nullptr);
+  const v1::ServerStats before = t.Stats();
+  // 7 KiB of operands, 1.44 MB of result.
+  grpc::ClientContext context;
+  v1::GemmResponse response;
+  grpc::Status status = t.stub->Gemm(&context, Request(600, 600, 3), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  for (const char* fragment :
+       {"1440000", "max_message_bytes (1048576)", "GemmStream"}) {
+    EXPECT_NE(status.error_message().find(fragment), std::string::npos)
+        << "'" << status.error_message() << "' should mention '" << fragment
+        << "'";
+  }
+  EXPECT_EQ(t.batches.load(), 0) << "the job must not run";
+  const v1::ServerStats after = t.Stats();
+  EXPECT_EQ(after.jobs_ok(), before.jobs_ok());
+  EXPECT_EQ(after.jobs_failed(), before.jobs_failed());
+  EXPECT_EQ(after.jobs_rejected(), before.jobs_rejected() + 1);
+  // A result that fits still comes back.
+  grpc::ClientContext fits_context;
+  ASSERT_TRUE(
+      t.stub->Gemm(&fits_context, Request(300, 300, 3), &response).ok());
+  EXPECT_EQ(response.c().size(), 4u * 300 * 300);
+  EXPECT_EQ(t.Stats().jobs_ok(), before.jobs_ok() + 1);
+}
+
+// The tightest message limit the server accepts still carries every result
+// message: an inline result as large as a chunk, and a unary result of the
+// same size, with a long device name in their timing.
+TEST(GemmServerTest, ResultMessagesFitTheTightestMessageLimit) {
+  constexpr uint64_t kChunk = 4096;
+  GemmServer::Options options = CpuOptions();
+  options.limits.result_chunk_bytes = kChunk;
+  options.limits.max_message_bytes = kChunk + wire::kResultMessageOverheadBytes;
+  TestServer t(options, {.device = "cuda:0 " + std::string(240, 'G')});
+  ASSERT_NE(t.server, nullptr);
+  // 32 x 32 floats: exactly one chunk.
+  const v1::GemmRequest job = Request(32, 32, 2);
+  grpc::ClientContext stream_context;
+  auto stream = t.stub->GemmStream(&stream_context);
+  v1::StreamRequest request;
+  request.set_job_id(std::numeric_limits<uint64_t>::max());
+  *request.mutable_job() = job;
+  request.mutable_job()->mutable_params()->set_inline_result_max_bytes(kChunk);
+  ASSERT_TRUE(stream->Write(request));
+  stream->WritesDone();
+  v1::StreamResponse response;
+  int ends = 0;
+  uint64_t result_bytes = 0;
+  while (stream->Read(&response)) {
+    if (response.has_chunk()) result_bytes += response.chunk().data().size();
+    if (response.has_end()) {
+      ++ends;
+      EXPECT_EQ(response.end().code(), 0) << response.end().message();
+      result_bytes += response.end().c().size();
+    }
+  }
+  grpc::Status status = stream->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(ends, 1);
+  EXPECT_EQ(result_bytes, kChunk);
+
+  grpc::ClientContext unary_context;
+  v1::GemmResponse unary;
+  status = t.stub->Gemm(&unary_context, job, &unary);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(unary.c().size(), kChunk);
 }
 
 }  // namespace

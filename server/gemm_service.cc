@@ -98,9 +98,11 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     if (!in.header.has_params()) {
       return absl::InvalidArgumentError("params: missing");
     }
-    ASSIGN_OR_RETURN(
-        std::shared_ptr<GemmJob> job,
-        intake_.AdmitComplete(in.header.params(), in.a, in.b, in.c));
+    ASSIGN_OR_RETURN(JobSpec spec, intake_.Validate(in.header.params()));
+    // The answer must fit in a message too; found out before the job runs.
+    RETURN_IF_ERROR(CheckUnaryResultBytes(spec.problem, intake_.limits()));
+    ASSIGN_OR_RETURN(std::shared_ptr<GemmJob> job,
+                     intake_.AdmitComplete(spec, in.a, in.b, in.c));
     // The result leaves from the job's own memory (no copy); the response
     // holds the job until gRPC has sent it.
     std::weak_ptr<GemmJob> weak = job;

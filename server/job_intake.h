@@ -80,6 +80,10 @@ class JobIntake {
       const v1::GemmParams& params, const wire::Pieces& a,
       const wire::Pieces& b, const wire::Pieces& c,
       absl::string_view operand_error_prefix = "");
+  // The same for params already validated into `spec`.
+  absl::StatusOr<std::shared_ptr<GemmJob>> AdmitComplete(
+      const JobSpec& spec, const wire::Pieces& a, const wire::Pieces& b,
+      const wire::Pieces& c, absl::string_view operand_error_prefix = "");
 
   // Attaches `call`'s deadline and cancellation and `done` to a job whose
   // operands are all in place, marks it ready and queues it. On an error
