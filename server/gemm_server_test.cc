@@ -204,6 +204,31 @@ TEST(GemmServerTest, UnaryResultLargerThanAMessageIsRefusedUnrun) {
   EXPECT_EQ(t.Stats().jobs_ok(), before.jobs_ok() + 1);
 }
 
+// Whatever a client is sent is what Info counts: a job that ran but whose
+// call had passed its deadline meanwhile never reached its client.
+TEST(GemmServerTest, AResultThatArrivesAfterTheDeadlineCountsAsFailed) {
+  TestServer t(CpuOptions(), {.delay = absl::Milliseconds(600)});
+  ASSERT_NE(t.server, nullptr);
+  const v1::ServerStats before = t.Stats();
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(150));
+  v1::GemmResponse response;
+  EXPECT_EQ(t.stub->Gemm(&context, Request(8, 8, 8), &response).error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+  v1::ServerStats after = t.Stats();
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (after.jobs_ok() + after.jobs_failed() ==
+             before.jobs_ok() + before.jobs_failed() &&
+         absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+    after = t.Stats();
+  }
+  EXPECT_EQ(t.batches.load(), 1) << "the job ran";
+  EXPECT_EQ(after.jobs_ok(), before.jobs_ok());
+  EXPECT_EQ(after.jobs_failed(), before.jobs_failed() + 1);
+}
+
 // The tightest message limit the server accepts still carries every result
 // message: an inline result as large as a chunk, and a unary result of the
 // same size, with a long device name in their timing.

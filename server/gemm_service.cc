@@ -76,9 +76,10 @@ v1::InfoResponse GemmServiceImpl::Describe() const {
   limits->set_max_inflight_bytes(l.max_inflight_bytes);
   limits->set_result_chunk_bytes(l.result_chunk_bytes);
   v1::ServerStats* stats = response.mutable_stats();
-  stats->set_jobs_ok(scheduler_->completed_ok());
-  stats->set_jobs_failed(scheduler_->completed_failed());
-  stats->set_jobs_rejected(intake_.rejected());
+  const JobCounts& counts = intake_.counts();
+  stats->set_jobs_ok(counts.ok());
+  stats->set_jobs_failed(counts.failed());
+  stats->set_jobs_rejected(counts.rejected());
   stats->set_uptime_s(absl::ToDoubleSeconds(absl::Now() - start_time_));
   v1::Batching* batching = response.mutable_batching();
   batching->set_max_batch_size(scheduler_->options().max_batch_size);
@@ -106,22 +107,27 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     // The result leaves from the job's own memory (no copy); the response
     // holds the job until gRPC has sent it.
     std::weak_ptr<GemmJob> weak = job;
-    return intake_.Submit(
-        job, JobIntake::CallOf(context),
-        [reactor, response, weak](GemmJob& done, absl::Status status) {
-          if (status.ok()) {
-            v1::Timing timing;
-            FillTiming(done, &timing);
-            *response = wire::EncodeGemmResponse(
-                reinterpret_cast<const char*>(done.c()),
-                4 * done.problem().c_elements(), timing, weak.lock());
-          }
-          reactor->Finish(ToGrpcStatus(status));
-        });
+    // Runs once, on a scheduler thread; the call (and its context) lasts
+    // until it finishes the call.
+    auto answer = [this, context, reactor, response, weak](
+                      GemmJob& done, absl::Status status) {
+      if (status.ok()) {
+        v1::Timing timing;
+        FillTiming(done, &timing);
+        *response = wire::EncodeGemmResponse(
+            reinterpret_cast<const char*>(done.c()),
+            4 * done.problem().c_elements(), timing, weak.lock());
+      }
+      // A call that has ended (deadline passed, cancelled) takes no result
+      // to its caller.
+      intake_.counts().CountAnswered(status.ok() && !context->IsCancelled());
+      reactor->Finish(ToGrpcStatus(status));
+    };
+    return intake_.Submit(job, JobIntake::CallOf(context), std::move(answer));
   };
   absl::Status status = start();
   if (!status.ok()) {
-    intake_.CountRejected();
+    intake_.counts().CountRejected();
     reactor->Finish(ToGrpcStatus(status));
   }
   return reactor;

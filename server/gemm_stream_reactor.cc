@@ -13,7 +13,7 @@ GemmStreamReactor::GemmStreamReactor(JobIntake* intake, const Options& options,
     : intake_(intake),
       options_(options),
       context_(context),
-      outbox_(options.result_chunk_bytes) {
+      outbox_(options.result_chunk_bytes, &intake->counts()) {
   StartRead(&request_);
 }
 
@@ -34,8 +34,7 @@ void GemmStreamReactor::OnReadDone(bool ok) {
     } else {
       // Not attributable to a job for sure; reported under the id the
       // message carried, if any, and the stream goes on.
-      intake_->CountRejected();
-      outbox_.PushError(decoded_.header.job_id(), std::move(decoded));
+      outbox_.PushRejected(decoded_.header.job_id(), std::move(decoded));
     }
     // Lets go of the received bytes now, not at the next read.
     decoded_.data = decoded_.job_a = decoded_.job_b = decoded_.job_c =
@@ -74,7 +73,7 @@ void GemmStreamReactor::OnReadsDone() {
   // Jobs the client started but never ended can no longer complete.
   for (auto& [id, assembly] : receiving_) {
     (void)assembly;
-    outbox_.PushError(
+    outbox_.PushRejected(
         id, absl::InvalidArgumentError(absl::StrCat(
                 "job_id ", id, ": stream closed before the job's end_of_job")));
   }
@@ -90,8 +89,7 @@ void GemmStreamReactor::FailJob(uint64_t id, absl::Status status, bool ended) {
     if (discarding_.size() >= kMaxDiscarding) discarding_.clear();
     discarding_.insert(id);
   }
-  intake_->CountRejected();
-  outbox_.PushError(id, std::move(status));
+  outbox_.PushRejected(id, std::move(status));
 }
 
 void GemmStreamReactor::HandleRequest(const DecodedRequest& in) {
@@ -140,10 +138,7 @@ void GemmStreamReactor::HandleRequest(const DecodedRequest& in) {
   const uint64_t inline_max = assembly.inline_result_max_bytes();
   std::shared_ptr<GemmJob> job = assembly.TakeJob();
   receiving_.erase(it);
-  if (!complete.ok()) {
-    intake_->CountRejected();
-    return outbox_.PushError(id, std::move(complete));
-  }
+  if (!complete.ok()) return outbox_.PushRejected(id, std::move(complete));
   Submit(id, std::move(job), inline_max);
 }
 
@@ -195,8 +190,7 @@ void GemmStreamReactor::Submit(uint64_t id, std::shared_ptr<GemmJob> job,
   if (!s.ok()) {
     running_.erase(job);
     --pending_;
-    intake_->CountRejected();
-    outbox_.PushError(id, std::move(s));
+    outbox_.PushRejected(id, std::move(s));
   }
 }
 
@@ -219,7 +213,7 @@ void GemmStreamReactor::OnJobDone(uint64_t id, bool inline_result, GemmJob& job,
     if (status.ok()) {
       outbox_.PushResult(id, std::move(owned), inline_result);
     } else {
-      outbox_.PushError(id, std::move(status));
+      outbox_.PushFailed(id, std::move(status));
     }
     // Decided in the same critical section that lowered pending_: once it
     // is unlocked, a gRPC thread may finish the call and delete this
