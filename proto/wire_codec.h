@@ -155,9 +155,16 @@ struct DecodedGemmRequest {
 absl::Status DecodeGemmRequest(const grpc::ByteBuffer& buffer,
                                DecodedGemmRequest* out);
 
-// The most a result chunk's message adds to its data: job_id, offset and
-// three tags and lengths (34 bytes at most), rounded up.
-inline constexpr uint64_t kResultChunkOverheadBytes = 64;
+// The most a message that carries result bytes adds to them, so that a
+// result of N bytes is sure to fit in a message of N + this many: a
+// ResultChunk's StreamResponse (job_id, offset, tags and lengths: 34 bytes
+// at most), a GemmResponse, or a StreamResponse whose JobEnd carries the
+// result inline (job_id, tags and lengths, and a Timing: six doubles, the
+// batch size and the kernel's and device's names, about 90 bytes besides
+// the names; a kernel's is a short registry name, a device's "cpu" or
+// "cuda:N" and a CUDA device name of at most 255 bytes). Rounded up well
+// beyond that.
+inline constexpr uint64_t kResultMessageOverheadBytes = 1024;
 
 // A StreamResponse{job_id, chunk{offset, data}} whose data are the `size`
 // bytes at `data`, not copied: `owner` is held until gRPC releases them.
@@ -173,6 +180,12 @@ grpc::ByteBuffer EncodeGemmResponse(const char* data, size_t size,
 
 // Any message, serialized the ordinary way (one copy; for small messages).
 grpc::ByteBuffer EncodeMessage(const google::protobuf::Message& message);
+
+// Any message, parsed the ordinary way (for small messages), with the
+// checks of DecodeWithPieces: INVALID_ARGUMENT naming the message
+// ("malformed InfoRequest: ...") or the field when the bytes are not one.
+absl::Status DecodeMessage(const grpc::ByteBuffer& buffer,
+                           google::protobuf::Message* message);
 
 // ---- Client side: operands out, results in. ----
 

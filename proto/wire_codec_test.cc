@@ -1,5 +1,8 @@
 #include "proto/wire_codec.h"
 
+#include <cstdint>
+#include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -287,6 +290,37 @@ TEST(WireCodecTest, EncodedGemmResponseParses) {
   EXPECT_EQ(response.c(), *owner);
   EXPECT_EQ(response.timing().kernel(), "v5");
   EXPECT_EQ(response.timing().compute_ms(), 1.25);
+}
+
+TEST(WireCodecTest, ResultMessagesAddAtMostTheirOverhead) {
+  // Every field at its largest: the longest names a server gives (a
+  // registry kernel name; a CUDA device's label, its name at most 255
+  // bytes), and varints at their longest.
+  v1::Timing timing;
+  timing.set_queue_ms(1e300);
+  timing.set_h2d_ms(1e300);
+  timing.set_compute_ms(1e300);
+  timing.set_d2h_ms(1e300);
+  timing.set_server_ms(1e300);
+  timing.set_gflops(1e300);
+  timing.set_batch_size(std::numeric_limits<uint32_t>::max());
+  timing.set_kernel(std::string(64, 'k'));
+  timing.set_device("cuda:2147483647 " + std::string(255, 'd'));
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  for (uint64_t size : {uint64_t{4}, uint64_t{1} << 20, uint64_t{1} << 22}) {
+    SCOPED_TRACE(size);
+    auto owner = std::make_shared<std::string>(size, 'c');
+    EXPECT_LE(
+        EncodeResultChunk(kMax, kMax, owner->data(), size, owner).Length(),
+        size + kResultMessageOverheadBytes);
+    EXPECT_LE(EncodeGemmResponse(owner->data(), size, timing, owner).Length(),
+              size + kResultMessageOverheadBytes);
+    v1::StreamResponse inline_end;  // as StreamOutbox sends it
+    inline_end.set_job_id(kMax);
+    *inline_end.mutable_end()->mutable_timing() = timing;
+    inline_end.mutable_end()->set_c(*owner);
+    EXPECT_LE(inline_end.ByteSizeLong(), size + kResultMessageOverheadBytes);
+  }
 }
 
 TEST(WireCodecTest, StreamRequestOwnsACopyOfTheCallersData) {

@@ -306,6 +306,13 @@ absl::Status DecodeWithPieces(const grpc::ByteBuffer& buffer,
   return DecodeWithPieces(all, piece_fields, header, pieces);
 }
 
+absl::Status DecodeMessage(const grpc::ByteBuffer& buffer,
+                           google::protobuf::Message* message) {
+  std::vector<Pieces> none;
+  std::vector<grpc::Slice> slices;
+  return DecodeWithPieces(buffer, {}, message, &none, &slices);
+}
+
 absl::Status DecodeStreamRequest(const grpc::ByteBuffer& buffer,
                                  DecodedRequest* out) {
   // StreamRequest: data 5, job 7 (GemmRequest: params 1, a 2, b 3, c 4).

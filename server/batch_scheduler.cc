@@ -62,10 +62,6 @@ absl::Status BatchScheduler::Submit(std::shared_ptr<GemmJob> job) {
         "server overloaded: job queue full (%d jobs waiting); retry later",
         queue_.size()));
   }
-  job->set_outcome_hook([this](bool ok) {
-    absl::MutexLock lock(&mu_);
-    ++(ok ? completed_ok_ : completed_failed_);
-  });
   queue_.push_back(std::move(job));
   return absl::OkStatus();
 }
@@ -92,16 +88,6 @@ void BatchScheduler::Stop() {
 size_t BatchScheduler::queued() const {
   absl::MutexLock lock(&mu_);
   return queue_.size();
-}
-
-uint64_t BatchScheduler::completed_ok() const {
-  absl::MutexLock lock(&mu_);
-  return completed_ok_;
-}
-
-uint64_t BatchScheduler::completed_failed() const {
-  absl::MutexLock lock(&mu_);
-  return completed_failed_;
 }
 
 namespace {

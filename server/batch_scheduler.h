@@ -77,9 +77,6 @@ class BatchScheduler {
   bool accepting() const;
   const Options& options() const { return options_; }
   size_t queued() const;
-  // Jobs finished since start, by outcome; for Info and tests.
-  uint64_t completed_ok() const;
-  uint64_t completed_failed() const;
 
  private:
   BatchScheduler(const Options& options, Executor* executor);
@@ -99,8 +96,6 @@ class BatchScheduler {
   std::deque<std::shared_ptr<GemmJob>> queue_ ABSL_GUARDED_BY(mu_);
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t completed_ok_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t completed_failed_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> workers_;
 };
 

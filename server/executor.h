@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -63,6 +64,38 @@ class Executor {
 // returns the executor the server uses from then on.
 using ExecutorDecorator =
     std::function<std::unique_ptr<Executor>(std::unique_ptr<Executor>)>;
+
+// An Executor that passes every call to the one it wraps: the base of a
+// decorator, which overrides only what it changes.
+class ForwardingExecutor : public Executor {
+ public:
+  explicit ForwardingExecutor(std::unique_ptr<Executor> inner)
+      : inner_(std::move(inner)) {}
+
+  absl::string_view backend() const override { return inner_->backend(); }
+  std::vector<DeviceDescription> devices() const override {
+    return inner_->devices();
+  }
+  std::vector<std::string> kernels() const override {
+    return inner_->kernels();
+  }
+  absl::StatusOr<std::string> ResolveKernel(
+      const GemmProblem& problem, absl::string_view requested) const override {
+    return inner_->ResolveKernel(problem, requested);
+  }
+  absl::Status Execute(const Batch& batch) override {
+    return inner_->Execute(batch);
+  }
+  absl::Status PrepareWorkerThread() override {
+    return inner_->PrepareWorkerThread();
+  }
+
+ protected:
+  Executor& inner() const { return *inner_; }
+
+ private:
+  const std::unique_ptr<Executor> inner_;
+};
 
 }  // namespace gemm::server
 

@@ -26,7 +26,7 @@ bool FaultInjectingExecutor::IsAdded(absl::string_view kernel) const {
 }
 
 std::vector<std::string> FaultInjectingExecutor::kernels() const {
-  std::vector<std::string> names = inner_->kernels();
+  std::vector<std::string> names = inner().kernels();
   if (!options_.fail_kernel.empty()) names.push_back(options_.fail_kernel);
   if (!options_.stuck_kernel.empty()) names.push_back(options_.stuck_kernel);
   return names;
@@ -35,7 +35,7 @@ std::vector<std::string> FaultInjectingExecutor::kernels() const {
 absl::StatusOr<std::string> FaultInjectingExecutor::ResolveKernel(
     const GemmProblem& problem, absl::string_view requested) const {
   if (IsAdded(requested)) return std::string(requested);
-  return inner_->ResolveKernel(problem, requested);
+  return inner().ResolveKernel(problem, requested);
 }
 
 absl::Status FaultInjectingExecutor::Execute(const Batch& batch) {
@@ -51,7 +51,7 @@ absl::Status FaultInjectingExecutor::Execute(const Batch& batch) {
         absl::StrCat("device hung (injected for testing on kernel '",
                      options_.stuck_kernel, "')"));
   }
-  return inner_->Execute(batch);
+  return inner().Execute(batch);
 }
 
 }  // namespace gemm::server

@@ -27,7 +27,7 @@
 
 namespace gemm::server {
 
-class FaultInjectingExecutor final : public Executor {
+class FaultInjectingExecutor final : public ForwardingExecutor {
  public:
   struct Options {
     // Jobs naming it fail with INTERNAL. Default empty: none.
@@ -44,10 +44,6 @@ class FaultInjectingExecutor final : public Executor {
   static std::unique_ptr<Executor> Wrap(std::unique_ptr<Executor> inner,
                                         Options options);
 
-  absl::string_view backend() const override { return inner_->backend(); }
-  std::vector<DeviceDescription> devices() const override {
-    return inner_->devices();
-  }
   // The inner executor's kernels, then the added ones.
   std::vector<std::string> kernels() const override;
   // An added kernel resolves to itself; anything else as the inner
@@ -55,19 +51,15 @@ class FaultInjectingExecutor final : public Executor {
   absl::StatusOr<std::string> ResolveKernel(
       const GemmProblem& problem, absl::string_view requested) const override;
   // INTERNAL for a batch of the failing kernel (batches share one kernel);
-  // a batch of the stuck kernel sleeps, then runs as "auto"; the inner
-  // executor runs every other batch.
+  // a batch of the stuck kernel sleeps `stuck_for`, then fails so too; the
+  // inner executor runs every other batch.
   absl::Status Execute(const Batch& batch) override;
-  absl::Status PrepareWorkerThread() override {
-    return inner_->PrepareWorkerThread();
-  }
 
  private:
   FaultInjectingExecutor(std::unique_ptr<Executor> inner, Options options)
-      : inner_(std::move(inner)), options_(std::move(options)) {}
+      : ForwardingExecutor(std::move(inner)), options_(std::move(options)) {}
   bool IsAdded(absl::string_view kernel) const;
 
-  const std::unique_ptr<Executor> inner_;
   const Options options_;
 };
 

@@ -90,7 +90,6 @@ void GemmJob::MarkReady(absl::Time now) {
 
 void GemmJob::Finish(absl::Status status) {
   if (finished_.exchange(true)) return;
-  if (outcome_hook_) outcome_hook_(status.ok());
   DoneCallback done = std::move(done_);
   if (done) done(*this, std::move(status));
 }

@@ -166,13 +166,6 @@ class GemmJob {
   // Runs the done callback once; later calls do nothing.
   void Finish(absl::Status status);
 
-  // Called by Finish() with the job's outcome just before the done
-  // callback, whoever finishes the job: lets the scheduler count outcomes
-  // exactly once and before the caller can see them.
-  void set_outcome_hook(std::function<void(bool ok)> hook) {
-    outcome_hook_ = std::move(hook);
-  }
-
  private:
   const JobSpec spec_;
   InflightBudget::Reservation reservation_;
@@ -186,7 +179,6 @@ class GemmJob {
   std::function<bool()> cancel_check_;
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> finished_{false};
-  std::function<void(bool ok)> outcome_hook_;
   DoneCallback done_;
 };
 

@@ -9,10 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "proto/wire_codec.h"
 #include "server/cpu_executor.h"
+#include "server/reflection_service.h"
 #ifdef GEMM_HAVE_CUDA
 #include "server/cuda_executor.h"
 #endif
@@ -24,6 +24,9 @@ namespace gemm::server {
 namespace {
 
 constexpr char kServiceName[] = "gemm.v1.GemmService";
+// gRPC's own health service, which it registers itself
+// (EnableDefaultHealthCheckService).
+constexpr char kHealthServiceName[] = "grpc.health.v1.Health";
 
 // The executor, with its host allocator and worker count.
 struct Backend {
@@ -86,14 +89,16 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
         "max_job_bytes must not exceed max_inflight_bytes: such a job could "
         "never be admitted");
   }
+  // A chunk, or a result of a chunk's size inline in its JobEnd, must fit
+  // in a message with its header.
   if (options.limits.result_chunk_bytes < 4 ||
-      options.limits.result_chunk_bytes + wire::kResultChunkOverheadBytes >
+      options.limits.result_chunk_bytes + wire::kResultMessageOverheadBytes >
           options.limits.max_message_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "result_chunk_bytes (", options.limits.result_chunk_bytes,
-        ") must be at least 4 and leave ", wire::kResultChunkOverheadBytes,
+        ") must be at least 4 and leave ", wire::kResultMessageOverheadBytes,
         " bytes of max_message_bytes (", options.limits.max_message_bytes,
-        ") for the chunk's header"));
+        ") for a result message's header"));
   }
   std::unique_ptr<GemmServer> server(new GemmServer());
   ASSIGN_OR_RETURN(Backend backend, MakeBackend(options));
@@ -120,11 +125,16 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
       service_options, server->executor_.get(), server->scheduler_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  ReflectionService::Options reflection;
+  reflection.services = {kServiceName, kHealthServiceName};
+  server->reflection_ = std::make_unique<ReflectionService>(reflection);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen_address,
                            grpc::InsecureServerCredentials(), &server->port_);
   builder.RegisterService(server->service_.get());
+  for (grpc::Service* service : server->reflection_->services()) {
+    builder.RegisterService(service);
+  }
   const int max_message = static_cast<int>(std::min<uint64_t>(
       options.limits.max_message_bytes, std::numeric_limits<int>::max()));
   builder.SetMaxReceiveMessageSize(max_message);

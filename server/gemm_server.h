@@ -1,5 +1,6 @@
 // GemmServer: assembles executor, scheduler and gRPC service into a running
-// server, and takes it down gracefully.
+// server, with gRPC's health service and server reflection
+// (reflection_service.h), and takes it down gracefully.
 //
 // Thread-safety: Shutdown() may be called from any thread, once.
 //
@@ -21,6 +22,7 @@
 #include "server/cuda_executor_options.h"
 #include "server/executor.h"
 #include "server/gemm_service.h"
+#include "server/reflection_service.h"
 #include "server/validation.h"
 
 namespace gemm::server {
@@ -120,6 +122,7 @@ class GemmServer {
   HostAllocator* host_allocator_ = nullptr;
   std::unique_ptr<BatchScheduler> scheduler_;
   std::unique_ptr<GemmServiceImpl> service_;
+  std::unique_ptr<ReflectionService> reflection_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;

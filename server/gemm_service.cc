@@ -42,40 +42,50 @@ GemmServiceImpl::GemmServiceImpl(const Options& options, Executor* executor,
       stream_options_(StreamOptions(options)) {}
 
 grpc::ServerUnaryReactor* GemmServiceImpl::Info(
-    grpc::CallbackServerContext* context, const v1::InfoRequest* /*request*/,
-    v1::InfoResponse* response) {
-  response->set_version(options_.version);
-  response->set_backend(std::string(executor_->backend()));
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // InfoRequest has no fields; its bytes must still be a message.
+  v1::InfoRequest in;
+  absl::Status decoded = wire::DecodeMessage(*request, &in);
+  if (decoded.ok()) *response = wire::EncodeMessage(Describe());
+  reactor->Finish(ToGrpcStatus(decoded));
+  return reactor;
+}
+
+v1::InfoResponse GemmServiceImpl::Describe() const {
+  v1::InfoResponse response;
+  response.set_version(options_.version);
+  response.set_backend(std::string(executor_->backend()));
   for (const DeviceDescription& d : executor_->devices()) {
-    v1::Device* device = response->add_devices();
+    v1::Device* device = response.add_devices();
     device->set_id(d.id);
     device->set_name(d.name);
     device->set_memory_bytes(d.memory_bytes);
     device->set_compute_capability(d.compute_capability);
   }
   for (const std::string& name : executor_->kernels()) {
-    response->add_kernels(name);
+    response.add_kernels(name);
   }
   const ServiceLimits& l = options_.limits;
-  v1::Limits* limits = response->mutable_limits();
+  v1::Limits* limits = response.mutable_limits();
   limits->set_max_dim(l.max_dim);
   limits->set_max_job_bytes(l.max_job_bytes);
   limits->set_max_message_bytes(l.max_message_bytes);
   limits->set_max_queued_jobs(scheduler_->options().max_queued_jobs);
   limits->set_max_inflight_bytes(l.max_inflight_bytes);
   limits->set_result_chunk_bytes(l.result_chunk_bytes);
-  v1::ServerStats* stats = response->mutable_stats();
-  stats->set_jobs_ok(scheduler_->completed_ok());
-  stats->set_jobs_failed(scheduler_->completed_failed());
-  stats->set_jobs_rejected(intake_.rejected());
+  v1::ServerStats* stats = response.mutable_stats();
+  const JobCounts& counts = intake_.counts();
+  stats->set_jobs_ok(counts.ok());
+  stats->set_jobs_failed(counts.failed());
+  stats->set_jobs_rejected(counts.rejected());
   stats->set_uptime_s(absl::ToDoubleSeconds(absl::Now() - start_time_));
-  v1::Batching* batching = response->mutable_batching();
+  v1::Batching* batching = response.mutable_batching();
   batching->set_max_batch_size(scheduler_->options().max_batch_size);
   batching->set_max_queue_delay_us(
       absl::ToInt64Microseconds(scheduler_->options().max_queue_delay));
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return response;
 }
 
 grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
@@ -91,30 +101,36 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     if (!in.header.has_params()) {
       return absl::InvalidArgumentError("params: missing");
     }
-    ASSIGN_OR_RETURN(
-        std::shared_ptr<GemmJob> job,
-        intake_.AdmitComplete(in.header.params(), in.a, in.b, in.c));
+    ASSIGN_OR_RETURN(JobSpec spec, intake_.Validate(in.header.params()));
+    // The answer must fit in a message too; found out before the job runs.
+    RETURN_IF_ERROR(CheckUnaryResultBytes(spec.problem, intake_.limits()));
+    ASSIGN_OR_RETURN(std::shared_ptr<GemmJob> job,
+                     intake_.AdmitComplete(spec, in.a, in.b, in.c));
     // The result leaves from the job's own memory (no copy); the response
     // holds the job until gRPC has sent it.
     std::weak_ptr<GemmJob> weak = job;
-    return intake_.Submit(job, JobIntake::CallOf(context),
-                          [reactor, response, weak, open_calls](
-                              GemmJob& done, absl::Status status) {
-                            if (status.ok()) {
-                              v1::Timing timing;
-                              FillTiming(done, &timing);
-                              *response = wire::EncodeGemmResponse(
-                                  reinterpret_cast<const char*>(done.c()),
-                                  4 * done.problem().c_elements(), timing,
-                                  weak.lock());
-                            }
-                            open_calls->fetch_sub(1);
-                            reactor->Finish(ToGrpcStatus(status));
-                          });
+    // Runs once, on a scheduler thread; the call (and its context) lasts
+    // until it finishes the call.
+    auto answer = [this, context, reactor, response, weak, open_calls](
+                      GemmJob& done, absl::Status status) {
+      if (status.ok()) {
+        v1::Timing timing;
+        FillTiming(done, &timing);
+        *response = wire::EncodeGemmResponse(
+            reinterpret_cast<const char*>(done.c()),
+            4 * done.problem().c_elements(), timing, weak.lock());
+      }
+      // A call that has ended (deadline passed, cancelled) takes no result
+      // to its caller.
+      intake_.counts().CountAnswered(status.ok() && !context->IsCancelled());
+      open_calls->fetch_sub(1);
+      reactor->Finish(ToGrpcStatus(status));
+    };
+    return intake_.Submit(job, JobIntake::CallOf(context), std::move(answer));
   };
   absl::Status status = start();
   if (!status.ok()) {
-    intake_.CountRejected();
+    intake_.counts().CountRejected();
     open_unary_calls_.fetch_sub(1);
     reactor->Finish(ToGrpcStatus(status));
   }

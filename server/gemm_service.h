@@ -32,11 +32,14 @@ namespace gemm::server {
 // The one conversion from absl::Status to grpc::Status (the codes agree).
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
-// Info uses the generated message types; Gemm and GemmStream are raw
-// methods (grpc::ByteBuffer in and out) so that operand and result bytes
-// skip the protobuf copies (proto/wire_codec.h). Reflection still describes
-// them by the proto: the wire format is the same.
-using GemmServiceBase = v1::GemmService::WithCallbackMethod_Info<
+// Every method is raw (grpc::ByteBuffer in and out) and decodes its request
+// itself (proto/wire_codec.h): Gemm and GemmStream so that operand and
+// result bytes skip the protobuf copies, and all of them so that a request
+// that is not a message gets INVALID_ARGUMENT naming the problem, where
+// gRPC's own parsing answers a generated method with a bare error.
+// Reflection still describes them by the proto: the wire format is the
+// same.
+using GemmServiceBase = v1::GemmService::WithRawCallbackMethod_Info<
     v1::GemmService::WithRawCallbackMethod_Gemm<
         v1::GemmService::WithRawCallbackMethod_GemmStream<
             v1::GemmService::Service>>>;
@@ -59,8 +62,8 @@ class GemmServiceImpl final : public GemmServiceBase {
                   BatchScheduler* scheduler);
 
   grpc::ServerUnaryReactor* Info(grpc::CallbackServerContext* context,
-                                 const v1::InfoRequest* request,
-                                 v1::InfoResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Gemm(grpc::CallbackServerContext* context,
                                  const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override;
@@ -76,9 +79,12 @@ class GemmServiceImpl final : public GemmServiceBase {
   size_t open_streams() const { return streams_.open_streams(); }
   size_t open_unary_calls() const { return open_unary_calls_.load(); }
   // Jobs turned away before they were accepted (Info's jobs_rejected).
-  uint64_t rejected_jobs() const { return intake_.rejected(); }
+  uint64_t rejected_jobs() const { return intake_.counts().rejected(); }
 
  private:
+  // What Info answers.
+  v1::InfoResponse Describe() const;
+
   const Options options_;
   // Read by Info only.
   Executor* const executor_;

@@ -21,9 +21,10 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "proto/gemm.pb.h"
+#include "proto/gemm.grpc.pb.h"
 #include "proto/wire_codec.h"
 #include "server/batch_scheduler.h"
+#include "server/blocking_generic_call.h"
 #include "server/cpu_executor.h"
 #include "server/gemm_service.h"
 
@@ -36,21 +37,10 @@ constexpr double kTolerance = 1e-5;
 constexpr uint64_t kResultChunkBytes = 1000;
 
 // Holds every batch until Open(), so that tests can keep jobs queued.
-class GatedExecutor final : public Executor {
+class GatedExecutor final : public ForwardingExecutor {
  public:
   explicit GatedExecutor(std::unique_ptr<Executor> inner)
-      : inner_(std::move(inner)) {}
-  absl::string_view backend() const override { return inner_->backend(); }
-  std::vector<DeviceDescription> devices() const override {
-    return inner_->devices();
-  }
-  std::vector<std::string> kernels() const override {
-    return inner_->kernels();
-  }
-  absl::StatusOr<std::string> ResolveKernel(
-      const GemmProblem& problem, absl::string_view requested) const override {
-    return inner_->ResolveKernel(problem, requested);
-  }
+      : ForwardingExecutor(std::move(inner)) {}
   absl::Status Execute(const Batch& batch) override {
     {
       absl::MutexLock lock(&mu_);
@@ -58,7 +48,7 @@ class GatedExecutor final : public Executor {
     }
     batches_.fetch_add(1);
     open_.WaitForNotification();
-    return inner_->Execute(batch);
+    return ForwardingExecutor::Execute(batch);
   }
   void Open() {
     if (!open_.HasBeenNotified()) open_.Notify();
@@ -72,7 +62,6 @@ class GatedExecutor final : public Executor {
   }
 
  private:
-  std::unique_ptr<Executor> inner_;
   absl::Notification open_;
   std::atomic<int> batches_{0};
   absl::Mutex mu_;
@@ -137,23 +126,9 @@ struct Received {
 // then read every response until the server ends the call.
 class RawStream {
  public:
-  explicit RawStream(grpc::GenericStub* stub) {
-    call_ = stub->PrepareCall(&context_, kMethod, &cq_);
-    call_->StartCall(Tag());
-    EXPECT_TRUE(Wait());
-  }
-  ~RawStream() {
-    cq_.Shutdown();
-    void* tag;
-    bool ok;
-    while (cq_.Next(&tag, &ok)) {
-    }
-  }
+  explicit RawStream(grpc::GenericStub* stub) : call_(stub, kMethod) {}
 
-  bool Write(const grpc::ByteBuffer& message) {
-    call_->Write(message, Tag());
-    return Wait();
-  }
+  bool Write(const grpc::ByteBuffer& message) { return call_.Write(message); }
   // Bytes that need not be a well-formed message.
   bool WriteBytes(const std::string& bytes) {
     grpc::Slice slice(bytes);
@@ -163,18 +138,15 @@ class RawStream {
   bool WritePart(const v1::StreamRequest& header, absl::string_view data = "") {
     return Write(wire::EncodeStreamRequest(header, data));
   }
-  void Cancel() { context_.TryCancel(); }
+  void Cancel() { call_.Cancel(); }
 
   // Half-closes, reads until the server ends the call, and returns its
   // status; `jobs` gets what each job id received (C is `c_elements` long).
   grpc::Status Finish(std::map<uint64_t, Received>* jobs,
                       const std::map<uint64_t, uint64_t>& c_elements) {
-    call_->WritesDone(Tag());
-    Wait();
+    call_.WritesDone();
     grpc::ByteBuffer buffer;
-    while (true) {
-      call_->Read(&buffer, Tag());
-      if (!Wait()) break;
+    while (call_.Read(&buffer)) {
       wire::DecodedResponse response;
       EXPECT_TRUE(wire::DecodeStreamResponse(buffer, &response).ok());
       Received& got = (*jobs)[response.job_id];
@@ -199,26 +171,11 @@ class RawStream {
         }
       }
     }
-    grpc::Status status;
-    call_->Finish(&status, Tag());
-    Wait();
-    return status;
+    return call_.Finish();
   }
 
  private:
-  void* Tag() { return reinterpret_cast<void*>(++tag_); }
-  bool Wait() {
-    void* tag;
-    bool ok = false;
-    EXPECT_TRUE(cq_.Next(&tag, &ok));
-    EXPECT_EQ(tag, reinterpret_cast<void*>(tag_));
-    return ok;
-  }
-
-  grpc::ClientContext context_;
-  grpc::CompletionQueue cq_;
-  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
-  intptr_t tag_ = 0;
+  BlockingGenericCall call_;
 };
 
 class GemmStreamReactorTest : public ::testing::Test {
@@ -247,9 +204,9 @@ class GemmStreamReactorTest : public ::testing::Test {
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port_, 0);
-    stub_ = std::make_unique<grpc::GenericStub>(
-        grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
-                            grpc::InsecureChannelCredentials()));
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = std::make_unique<grpc::GenericStub>(channel_);
   }
   void TearDown() override {
     executor_->Open();
@@ -291,7 +248,18 @@ class GemmStreamReactorTest : public ::testing::Test {
   std::unique_ptr<GatedExecutor> executor_;
   std::unique_ptr<BatchScheduler> scheduler_;
   std::unique_ptr<GemmServiceImpl> service_;
+  // Info's counters.
+  v1::ServerStats Stats() {
+    grpc::ClientContext context;
+    v1::InfoResponse info;
+    EXPECT_TRUE(v1::GemmService::NewStub(channel_)
+                    ->Info(&context, v1::InfoRequest(), &info)
+                    .ok());
+    return info.stats();
+  }
+
   std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<grpc::GenericStub> stub_;
   int port_ = 0;
 };
@@ -598,13 +566,15 @@ TEST_F(GemmStreamReactorTest, CancelledStreamDropsItsQueuedJobs) {
   }
   ASSERT_TRUE(executor_->HeldJobCancelled());
   executor_->Open();
-  while (scheduler_->completed_ok() + scheduler_->completed_failed() < 2 &&
-         absl::Now() < give_up) {
+  v1::ServerStats stats = Stats();
+  while (stats.jobs_ok() + stats.jobs_failed() < 2 && absl::Now() < give_up) {
     absl::SleepFor(absl::Milliseconds(1));
+    stats = Stats();
   }
-  // The running job finished; the queued one was dropped unrun.
-  EXPECT_EQ(scheduler_->completed_ok(), 1u);
-  EXPECT_EQ(scheduler_->completed_failed(), 1u);
+  // The running job finished, the queued one was dropped unrun; neither
+  // result reached the client, so both count as failed.
+  EXPECT_EQ(stats.jobs_ok(), 0u);
+  EXPECT_EQ(stats.jobs_failed(), 2u);
   EXPECT_EQ(executor_->batches(), 1);
 }
 

@@ -53,6 +53,12 @@ absl::StatusOr<std::shared_ptr<GemmJob>> JobIntake::AdmitComplete(
     const v1::GemmParams& params, const wire::Pieces& a, const wire::Pieces& b,
     const wire::Pieces& c, absl::string_view operand_error_prefix) {
   ASSIGN_OR_RETURN(JobSpec spec, Validate(params));
+  return AdmitComplete(spec, a, b, c, operand_error_prefix);
+}
+
+absl::StatusOr<std::shared_ptr<GemmJob>> JobIntake::AdmitComplete(
+    const JobSpec& spec, const wire::Pieces& a, const wire::Pieces& b,
+    const wire::Pieces& c, absl::string_view operand_error_prefix) {
   absl::Status sizes = CheckOperandBytes(spec.problem, a.size, b.size, c.size);
   if (!sizes.ok()) {
     if (operand_error_prefix.empty()) return sizes;

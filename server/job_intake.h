@@ -9,7 +9,7 @@
 // deadline and cancellation are attached, the job is marked ready and it is
 // handed to the BatchScheduler. A streamed job stops after the allocation,
 // receives its chunks (JobAssembly) and rejoins at Submit(). The intake also
-// counts the jobs turned away, for Info.
+// holds Info's job counters (JobCounts), which both calls keep.
 //
 // Thread-safety: thread-safe; gRPC calls it from its own threads.
 //
@@ -19,7 +19,6 @@
 #ifndef GEMM_SERVER_JOB_INTAKE_H_
 #define GEMM_SERVER_JOB_INTAKE_H_
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -38,6 +37,7 @@
 #include "server/batch_scheduler.h"
 #include "server/executor.h"
 #include "server/gemm_job.h"
+#include "server/job_counts.h"
 #include "server/validation.h"
 
 namespace gemm::server {
@@ -84,6 +84,10 @@ class JobIntake {
       const v1::GemmParams& params, const wire::Pieces& a,
       const wire::Pieces& b, const wire::Pieces& c,
       absl::string_view operand_error_prefix = "");
+  // The same for params already validated into `spec`.
+  absl::StatusOr<std::shared_ptr<GemmJob>> AdmitComplete(
+      const JobSpec& spec, const wire::Pieces& a, const wire::Pieces& b,
+      const wire::Pieces& c, absl::string_view operand_error_prefix = "");
 
   // Attaches `call`'s deadline and cancellation and `done` to a job whose
   // operands are all in place, marks it ready and queues it. On an error
@@ -109,9 +113,9 @@ class JobIntake {
   // Starts a new epoch: every waiting `wake` runs (and is forgotten).
   void NotifyCapacity();
 
-  // Counts a job turned away before it was accepted; read by Info.
-  void CountRejected() { rejected_.fetch_add(1); }
-  uint64_t rejected() const { return rejected_.load(); }
+  // Info's counters; each call counts its own jobs' answers.
+  JobCounts& counts() { return counts_; }
+  const JobCounts& counts() const { return counts_; }
 
   const ServiceLimits& limits() const { return options_.limits; }
   const InflightBudget& budget() const { return budget_; }
@@ -121,7 +125,7 @@ class JobIntake {
   Executor* const executor_;
   BatchScheduler* const scheduler_;
   InflightBudget budget_;
-  std::atomic<uint64_t> rejected_{0};
+  JobCounts counts_;
 
   // Runs wakes, one epoch at a time.
   void WakeLoop();

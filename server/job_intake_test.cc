@@ -180,8 +180,8 @@ TEST_F(JobIntakeTest, ARefusedJobIsUntouchedAndItsCallbackNeverRuns) {
   EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
   (*job)->Finish(absl::OkStatus());
   EXPECT_FALSE(ran);
-  intake_->CountRejected();
-  EXPECT_EQ(intake_->rejected(), 1u);
+  intake_->counts().CountRejected();
+  EXPECT_EQ(intake_->counts().rejected(), 1u);
 }
 
 }  // namespace

@@ -61,11 +61,12 @@ int RunServerMain(int argc, char** argv,
                  "get UNAVAILABLE")
       ->capture_default_str();
   app.add_option("--max-message-bytes", options.limits.max_message_bytes,
-                 "largest gRPC message received or sent")
+                 "largest gRPC message received or sent (a unary result "
+                 "included)")
       ->capture_default_str();
   app.add_option("--result-chunk-bytes", options.limits.result_chunk_bytes,
                  "size of result chunks on GemmStream; at most "
-                 "--max-message-bytes less 64 (the chunk's header)")
+                 "--max-message-bytes less 1024 (a result message's header)")
       ->capture_default_str();
   app.add_option("--http2-stream-window-bytes",
                  options.http2_stream_window_bytes,

@@ -16,14 +16,28 @@ bool StreamOutbox::FitsInline(const GemmProblem& problem,
          std::min(inline_result_max_bytes, result_chunk_bytes_);
 }
 
-void StreamOutbox::PushError(uint64_t job_id, absl::Status status) {
-  queue_.push_back(Outgoing{job_id, std::move(status), nullptr, 0, false});
+void StreamOutbox::PushRejected(uint64_t job_id, absl::Status status) {
+  counts_->CountRejected();
+  queue_.push_back(Outgoing{job_id, std::move(status), nullptr, 0, false,
+                            /*accepted=*/false});
+}
+
+void StreamOutbox::PushFailed(uint64_t job_id, absl::Status status) {
+  queue_.push_back(Outgoing{job_id, std::move(status), nullptr, 0, false,
+                            /*accepted=*/true});
 }
 
 void StreamOutbox::PushResult(uint64_t job_id, std::shared_ptr<GemmJob> job,
                               bool inline_result) {
-  queue_.push_back(
-      Outgoing{job_id, absl::OkStatus(), std::move(job), 0, inline_result});
+  queue_.push_back(Outgoing{job_id, absl::OkStatus(), std::move(job), 0,
+                            inline_result, /*accepted=*/true});
+}
+
+void StreamOutbox::Clear() {
+  for (const Outgoing& out : queue_) {
+    if (out.accepted) counts_->CountAnswered(false);
+  }
+  queue_.clear();
 }
 
 grpc::ByteBuffer StreamOutbox::Next() {
@@ -56,6 +70,7 @@ grpc::ByteBuffer StreamOutbox::Next() {
     end->set_code(static_cast<int>(out.status.code()));
     end->set_message(std::string(out.status.message()));
   }
+  if (out.accepted) counts_->CountAnswered(out.job != nullptr);
   queue_.pop_front();
   return wire::EncodeMessage(message);
 }

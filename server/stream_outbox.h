@@ -4,11 +4,14 @@
 // framed around the job's own C (no copy; the message holds the job until
 // gRPC has sent it) and a closing JobEnd with the timing, or, when C is
 // small enough and the client asked for it, inside the JobEnd itself. A
-// failed job leaves as one JobEnd with its status.
+// failed job leaves as one JobEnd with its status. It counts every job it
+// ends in Info's JobCounts: a rejected one when it is queued, an accepted
+// one by what leaves, its result or its error; an accepted job whose end
+// is dropped unsent (Clear) counts as failed.
 //
 // Thread-safety: not thread-safe; its stream reactor guards it.
 //
-//   StreamOutbox outbox(limits.result_chunk_bytes);
+//   StreamOutbox outbox(limits.result_chunk_bytes, &intake.counts());
 //   outbox.PushResult(job_id, job, outbox.FitsInline(job->problem(), max));
 //   while (!outbox.empty()) StartWrite(outbox.Next());
 #ifndef GEMM_SERVER_STREAM_OUTBOX_H_
@@ -21,31 +24,36 @@
 #include "absl/status/status.h"
 #include "grpcpp/grpcpp.h"
 #include "server/gemm_job.h"
+#include "server/job_counts.h"
 
 namespace gemm::server {
 
 class StreamOutbox {
  public:
   // `result_chunk_bytes`: the largest ResultChunk, and the largest inline
-  // result.
-  explicit StreamOutbox(uint64_t result_chunk_bytes)
-      : result_chunk_bytes_(result_chunk_bytes) {}
+  // result. `counts` must outlive the outbox.
+  StreamOutbox(uint64_t result_chunk_bytes, JobCounts* counts)
+      : result_chunk_bytes_(result_chunk_bytes), counts_(counts) {}
 
   // Whether a result of `problem` goes inside its JobEnd, given the job's
   // params.inline_result_max_bytes. Never beyond one result chunk, so an
-  // inline result always fits the server's largest message.
+  // inline result always fits the server's largest message (GemmServer
+  // leaves wire::kResultMessageOverheadBytes beside a chunk).
   bool FitsInline(const GemmProblem& problem,
                   uint64_t inline_result_max_bytes) const;
 
-  // Queues a failed job's end record.
-  void PushError(uint64_t job_id, absl::Status status);
+  // Queues the end record of a job turned away before it was accepted (or
+  // of a message that named no job).
+  void PushRejected(uint64_t job_id, absl::Status status);
+  // Queues the end record of an accepted job that failed.
+  void PushFailed(uint64_t job_id, absl::Status status);
   // Queues a finished job's result.
   void PushResult(uint64_t job_id, std::shared_ptr<GemmJob> job,
                   bool inline_result);
 
   bool empty() const { return queue_.empty(); }
   // Drops everything not yet sent (the call is cancelled or broken).
-  void Clear() { queue_.clear(); }
+  void Clear();
   // The next message to send; call only when !empty().
   grpc::ByteBuffer Next();
 
@@ -59,9 +67,13 @@ class StreamOutbox {
     uint64_t offset = 0;           // next byte of C to send
     // C goes inside the JobEnd (JobEnd.c) rather than in chunks.
     bool inline_result = false;
+    // Counted when its end leaves or is dropped (rejections are counted
+    // when queued).
+    bool accepted = false;
   };
 
   const uint64_t result_chunk_bytes_;
+  JobCounts* const counts_;
   std::deque<Outgoing> queue_;
 };
 

@@ -12,7 +12,7 @@ StreamSession::StreamSession(JobIntake* intake, const Options& options,
       options_(options),
       call_(std::move(call)),
       job_done_(std::move(job_done)),
-      outbox_(options.result_chunk_bytes) {}
+      outbox_(options.result_chunk_bytes, &intake->counts()) {}
 
 StreamSession::Next StreamSession::OnMessage(const grpc::ByteBuffer& buffer) {
   ++messages_;
@@ -23,8 +23,7 @@ StreamSession::Next StreamSession::OnMessage(const grpc::ByteBuffer& buffer) {
     const v1::StreamRequest& req = message_.header;
     if (decoded.ok() && !cancelled_ && (message_.has_job || req.has_params()) &&
         !IsOpen(req.job_id())) {
-      intake_->CountRejected();
-      outbox_.PushError(
+      outbox_.PushRejected(
           req.job_id(),
           absl::Status(stop_job_code_, absl::StrCat("job_id ", req.job_id(),
                                                     ": ", stop_job_reason_)));
@@ -109,10 +108,7 @@ void StreamSession::Handle() {
   const uint64_t inline_max = assembly.inline_result_max_bytes();
   std::shared_ptr<GemmJob> job = assembly.TakeJob();
   receiving_.erase(id);
-  if (!complete.ok()) {
-    intake_->CountRejected();
-    return outbox_.PushError(id, std::move(complete));
-  }
+  if (!complete.ok()) return outbox_.PushRejected(id, std::move(complete));
   if (!Submit(id, std::move(job), inline_max)) waiting_ = true;
 }
 
@@ -195,8 +191,7 @@ bool StreamSession::Submit(uint64_t id, std::shared_ptr<GemmJob> job,
     waiting_submit_ = {id, std::move(job), inline_result_max_bytes};
     return false;
   }
-  intake_->CountRejected();
-  outbox_.PushError(id, std::move(s));
+  outbox_.PushRejected(id, std::move(s));
   return true;
 }
 
@@ -212,8 +207,7 @@ bool StreamSession::MayWait(const absl::Status& status,
 void StreamSession::FailJob(uint64_t id, absl::Status status, bool ended) {
   receiving_.erase(id);
   if (!ended) Ignore(id);
-  intake_->CountRejected();
-  outbox_.PushError(id, std::move(status));
+  outbox_.PushRejected(id, std::move(status));
 }
 
 void StreamSession::Ignore(uint64_t id) {
@@ -253,8 +247,7 @@ void StreamSession::StopReading(absl::Status why, absl::StatusCode job_code) {
           : absl::StrCat("the stream broke before the job was complete (",
                          why.message(), ")");
   auto end_job = [this](uint64_t id) {
-    intake_->CountRejected();
-    outbox_.PushError(
+    outbox_.PushRejected(
         id, absl::Status(stop_job_code_,
                          absl::StrCat("job_id ", id, ": ", stop_job_reason_)));
   };
@@ -283,8 +276,7 @@ void StreamSession::OnReadsDone() {
   // Jobs the client started but never ended can no longer complete.
   for (auto& [id, assembly] : receiving_) {
     (void)assembly;
-    intake_->CountRejected();
-    outbox_.PushError(
+    outbox_.PushRejected(
         id, absl::InvalidArgumentError(absl::StrCat(
                 "job_id ", id, ": stream closed before the job's end_of_job")));
   }
@@ -325,11 +317,15 @@ void StreamSession::OnJobDone(uint64_t id, bool inline_result, GemmJob& job,
   if (it == running_.end() || it->second.get() != &job) return;
   std::shared_ptr<GemmJob> owned = std::move(it->second);
   running_.erase(it);
-  if (cancelled_) return;
+  if (cancelled_) {
+    // Its answer reaches nobody.
+    intake_->counts().CountAnswered(false);
+    return;
+  }
   if (status.ok()) {
     outbox_.PushResult(id, std::move(owned), inline_result);
   } else {
-    outbox_.PushError(id, std::move(status));
+    outbox_.PushFailed(id, std::move(status));
   }
 }
 

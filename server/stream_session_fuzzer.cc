@@ -79,8 +79,8 @@ struct Server {
     options.limits.max_job_bytes = 600;
     options.limits.max_inflight_bytes = 600;
     options.limits.result_chunk_bytes = 24;
-    intake = std::make_unique<JobIntake>(options, executor.get(),
-                                         scheduler.get());
+    intake =
+        std::make_unique<JobIntake>(options, executor.get(), scheduler.get());
   }
   std::unique_ptr<Executor> executor;
   std::unique_ptr<BatchScheduler> scheduler;
@@ -112,14 +112,13 @@ class Harness {
  public:
   explicit Harness(Server* server)
       : server_(server),
-        session_(server->intake.get(), {.result_chunk_bytes = 24},
-                 JobIntake::Call(),
-                 [this](uint64_t id, bool inline_result, GemmJob& job,
-                        absl::Status status) {
-                   absl::MutexLock lock(&mu_);
-                   session_.OnJobDone(id, inline_result, job,
-                                      std::move(status));
-                 }) {}
+        session_(
+            server->intake.get(), {.result_chunk_bytes = 24}, JobIntake::Call(),
+            [this](uint64_t id, bool inline_result, GemmJob& job,
+                   absl::Status status) {
+              absl::MutexLock lock(&mu_);
+              session_.OnJobDone(id, inline_result, job, std::move(status));
+            }) {}
 
   // Feeds one message; false once the session reads no more.
   bool Feed(const grpc::ByteBuffer& message) {
@@ -190,8 +189,8 @@ class Harness {
             "JobEnds differ from the jobs started", id);
     }
     for (const auto& [id, n] : starts_) {
-      Check(ends_.count(id) > 0 && ends_[id] == n, "a started job has no JobEnd",
-            id);
+      Check(ends_.count(id) > 0 && ends_[id] == n,
+            "a started job has no JobEnd", id);
     }
   }
 
@@ -199,13 +198,12 @@ class Harness {
   void DrainOutboxLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     while (!session_.outbox().empty()) {
       wire::DecodedResponse response;
-      Check(wire::DecodeStreamResponse(session_.outbox().Next(), &response)
-                .ok(),
-            "the outbox sent a malformed message");
+      Check(
+          wire::DecodeStreamResponse(session_.outbox().Next(), &response).ok(),
+          "the outbox sent a malformed message");
       const uint64_t id = response.job_id;
       if (response.has_chunk) {
-        Check(ends_[id] < starts_[id], "a chunk for a job that has ended",
-              id);
+        Check(ends_[id] < starts_[id], "a chunk for a job that has ended", id);
       }
       if (response.has_end) ++ends_[id];
     }
@@ -270,8 +268,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const std::string a = Floats(4 * m * k + (sizes & 1 ? 4 : 0));
         const std::string b = Floats(4 * k * n);
         const std::string c = Floats(sizes & 2 ? 4 * m * n : 0);
-        reading =
-            harness.Feed(wire::EncodeWholeJob(id, params, {a, b, c}));
+        reading = harness.Feed(wire::EncodeWholeJob(id, params, {a, b, c}));
         break;
       }
       case 6: {  // raw bytes

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "proto/wire_codec.h"
 
 namespace gemm::server {
 namespace {
@@ -110,6 +111,20 @@ absl::Status CheckOperandBytes(const GemmProblem& problem, uint64_t a_bytes,
         "c: missing, but beta is ", problem.beta, "; send C or set beta to 0"));
   }
   return c_status;
+}
+
+absl::Status CheckUnaryResultBytes(const GemmProblem& problem,
+                                   const ServiceLimits& limits) {
+  const uint64_t c_bytes = 4 * problem.c_elements();
+  if (c_bytes + wire::kResultMessageOverheadBytes <= limits.max_message_bytes) {
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "result: C is %d bytes (M*N*4 for M=%d N=%d), which with up to %d "
+      "bytes of response header exceeds max_message_bytes (%d); use "
+      "GemmStream, which returns results in chunks",
+      c_bytes, problem.m, problem.n, wire::kResultMessageOverheadBytes,
+      limits.max_message_bytes));
 }
 
 }  // namespace gemm::server

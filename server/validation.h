@@ -31,7 +31,8 @@ struct ServiceLimits {
   uint64_t max_job_bytes = uint64_t{2} << 30;
   // Bytes of all accepted, unfinished jobs together. Default 8 GiB.
   uint64_t max_inflight_bytes = uint64_t{8} << 30;
-  // Largest gRPC message the server receives. Default 64 MiB.
+  // Largest gRPC message the server receives or sends (so a unary result
+  // must fit in one too). Default 64 MiB.
   uint64_t max_message_bytes = uint64_t{64} << 20;
   // Size of the result chunks on the stream. Default 1 MiB (4 MiB measured
   // no faster: docs/performance.md).
@@ -56,6 +57,12 @@ uint64_t ExpectedBytes(const GemmProblem& problem, v1::Operand operand);
 // Checks the byte counts of a complete job's operands.
 absl::Status CheckOperandBytes(const GemmProblem& problem, uint64_t a_bytes,
                                uint64_t b_bytes, uint64_t c_bytes);
+
+// Checks that the unary call's answer, C in one GemmResponse, fits in a
+// message of limits.max_message_bytes: RESOURCE_EXHAUSTED, naming both
+// sizes and GemmStream, when it does not. Checked before the job runs.
+absl::Status CheckUnaryResultBytes(const GemmProblem& problem,
+                                   const ServiceLimits& limits);
 
 }  // namespace gemm::server
 

@@ -62,8 +62,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint64_t pick = Take(data, size, 1);
   limits.max_dim = pick & 1 ? std::numeric_limits<uint32_t>::max()
                             : static_cast<uint32_t>(1 + Take(data, size, 2));
-  limits.max_job_bytes = pick & 2 ? std::numeric_limits<uint64_t>::max()
-                                  : Take(data, size, 5);
+  limits.max_job_bytes =
+      pick & 2 ? std::numeric_limits<uint64_t>::max() : Take(data, size, 5);
   const uint64_t a_bytes = Take(data, size, 4);
   const uint64_t b_bytes = Take(data, size, 4);
   const uint64_t c_bytes = Take(data, size, 4);
@@ -78,8 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const gemm::GemmProblem& p = spec->problem;
   const std::string shape = p.ToString();
   Check(p.m >= 1 && p.n >= 1, "m or n below 1", shape);
-  Check(p.m <= limits.max_dim && p.n <= limits.max_dim &&
-            p.k <= limits.max_dim,
+  Check(p.m <= limits.max_dim && p.n <= limits.max_dim && p.k <= limits.max_dim,
         "dimension over max_dim", shape);
   const uint64_t total = p.total_bytes();
   Check(total != std::numeric_limits<uint64_t>::max(), "size wrapped", shape);
@@ -90,10 +89,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         spec->kernel);
   absl::Status sizes = CheckOperandBytes(p, a_bytes, b_bytes, c_bytes);
   if (sizes.ok()) {
-    Check(a_bytes == 4 * p.a_elements() && b_bytes == 4 * p.b_elements() &&
-              (c_bytes == 4 * p.c_elements() ||
-               (c_bytes == 0 && p.beta == 0.0f)),
-          "wrong operand sizes accepted", shape);
+    Check(
+        a_bytes == 4 * p.a_elements() && b_bytes == 4 * p.b_elements() &&
+            (c_bytes == 4 * p.c_elements() || (c_bytes == 0 && p.beta == 0.0f)),
+        "wrong operand sizes accepted", shape);
   } else {
     CheckError(sizes);
   }

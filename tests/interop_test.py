@@ -2,9 +2,9 @@
 
 Given only proto/gemm.proto, Python's grpcio and protobuf (Debian packages)
 call Info and Gemm on a real gemm-server; the standard health service must
-report SERVING and server reflection must list gemm.v1.GemmService. Then
-gemm-client's .npy path computes 1000x999x777 and must match numpy's float64
-result within 1e-5 relative error.
+report SERVING and server reflection (v1 and v1alpha) must list
+gemm.v1.GemmService. Then gemm-client's .npy path computes 1000x999x777 and
+must match numpy's float64 result within 1e-5 relative error.
 
 Usage: interop_test.py GEMM_SERVER GEMM_CLIENT GEMM_PROTO
 """
@@ -120,13 +120,16 @@ class InteropTest(unittest.TestCase):
             self.assertEqual(check(request, timeout=10), b"\x08\x01")  # SERVING
 
     def test_reflection_lists_the_service(self):
-        # ServerReflectionRequest{list_services = ""} (field 7).
-        info = self.channel.stream_stream(
-            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
-        replies = list(info(iter([b"\x3a\x00"]), timeout=10))
-        self.assertEqual(len(replies), 1)
-        self.assertIn(b"gemm.v1.GemmService", replies[0])
-        self.assertIn(b"grpc.health.v1.Health", replies[0])
+        # ServerReflectionRequest{list_services = ""} (field 7), in both
+        # versions of the reflection service.
+        for version in ("v1", "v1alpha"):
+            info = self.channel.stream_stream(
+                "/grpc.reflection.%s.ServerReflection/ServerReflectionInfo"
+                % version)
+            replies = list(info(iter([b"\x3a\x00"]), timeout=10))
+            self.assertEqual(len(replies), 1, version)
+            self.assertIn(b"gemm.v1.GemmService", replies[0], version)
+            self.assertIn(b"grpc.health.v1.Health", replies[0], version)
 
     def test_gemm_client_matches_numpy_at_1000x999x777(self):
         rng = np.random.default_rng(11)
