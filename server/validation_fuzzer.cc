@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "google/protobuf/stubs/logging.h"
 #include "proto/gemm.pb.h"
 #include "server/cpu_executor.h"
 #include "server/validation.h"
@@ -54,6 +55,8 @@ void CheckError(const absl::Status& status) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gemm::server;
   static Executor* executor = [] {
+    // Invalid UTF-8 in a string field is a parse failure here, not news.
+    google::protobuf::SetLogHandler(nullptr);
     auto cpu = CpuExecutor::Create({.threads = 1});
     if (!cpu.ok()) std::abort();
     return cpu->release();
