@@ -11,6 +11,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/library_logs.h"
 #include "common/process_tuning.h"
 #include "common/version.h"
 #include "server/gemm_server.h"
@@ -147,6 +148,8 @@ int RunServerMain(int argc, char** argv,
   options.decorate_executor = extensions.decorate_executor;
 
   spdlog::set_level(spdlog::level::from_str(log_level));
+  // protobuf's and gRPC's own lines obey --log-level too, rate-limited.
+  RouteLibraryLogs();
   if (drain_delay_s > shutdown_grace_s) {
     spdlog::critical(
         "cannot start: --drain-delay-s ({}) must not exceed "
