@@ -22,9 +22,9 @@ LogRateLimiter::LogRateLimiter(const Options& options,
 bool LogRateLimiter::Admit(uint64_t* dropped) {
   absl::MutexLock lock(&mu_);
   const absl::Time now = now_();
-  tokens_ = std::min(options_.burst,
-                     tokens_ + options_.lines_per_second *
-                                   absl::ToDoubleSeconds(now - last_));
+  tokens_ = std::min(
+      options_.burst,
+      tokens_ + options_.lines_per_second * absl::ToDoubleSeconds(now - last_));
   last_ = now;
   if (tokens_ < 1) {
     ++dropped_;
@@ -105,9 +105,10 @@ void RouteLibraryLogs(const LogRateLimiter::Options& options) {
   google::protobuf::SetLogHandler(&ProtobufHandler);
   gpr_set_log_function(&GrpcHandler);
   const spdlog::level::level_enum level = spdlog::get_level();
-  gpr_set_log_verbosity(level <= spdlog::level::trace   ? GPR_LOG_SEVERITY_DEBUG
-                        : level <= spdlog::level::debug ? GPR_LOG_SEVERITY_INFO
-                                                        : GPR_LOG_SEVERITY_ERROR);
+  gpr_set_log_verbosity(level <= spdlog::level::trace ? GPR_LOG_SEVERITY_DEBUG
+                        : level <= spdlog::level::debug
+                            ? GPR_LOG_SEVERITY_INFO
+                            : GPR_LOG_SEVERITY_ERROR);
 }
 
 }  // namespace gemm

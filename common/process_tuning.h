@@ -27,6 +27,9 @@
 #define GEMM_COMMON_PROCESS_TUNING_H_
 
 #include <malloc.h>
+#include <sys/resource.h>
+
+#include <cstdint>
 
 #include "absl/synchronization/mutex.h"
 
@@ -41,6 +44,19 @@ inline void TuneProcess() {
   // Free memory at the top of a heap is given back only beyond 1 GiB.
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
+}
+
+// Raises the soft limit on open files to the hard one (a server takes a
+// descriptor per connection) and returns the limit now in force.
+inline uint64_t RaiseOpenFileLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  return limit.rlim_cur == RLIM_INFINITY ? ~uint64_t{0} : limit.rlim_cur;
 }
 
 }  // namespace gemm

@@ -145,6 +145,35 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
     builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
                                options.http2_stream_window_bytes);
   }
+  // Transport limits (see Options for what each bounds).
+  auto millis = [](absl::Duration d) {
+    return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(d),
+                                              std::numeric_limits<int>::max()));
+  };
+  if (options.max_concurrent_streams > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                               options.max_concurrent_streams);
+  }
+  if (options.max_metadata_bytes > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE,
+                               options.max_metadata_bytes);
+  }
+  if (options.max_connection_idle > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               millis(options.max_connection_idle));
+  }
+  if (options.max_connection_age > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                               millis(options.max_connection_age));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                               millis(options.max_connection_age_grace));
+  }
+  if (options.keepalive_time > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                               millis(options.keepalive_time));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                               millis(options.keepalive_timeout));
+  }
   if (!options.http2_bdp_probe) {
     builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   }

@@ -62,6 +62,30 @@ class GemmServer {
     // the window (http2_stream_window_bytes, or gRPC's 64 KiB) per stream,
     // and memory near the in-flight budget.
     bool http2_bdp_probe = true;
+    // HTTP/2 streams (calls) open at once on one connection
+    // (GRPC_ARG_MAX_CONCURRENT_STREAMS); a client wanting more waits for a
+    // slot. Bounds what one connection can make the server hold in calls.
+    // Default 1024; 0: gRPC's own (no limit).
+    int max_concurrent_streams = 1024;
+    // Largest metadata (headers) of a request, in bytes
+    // (GRPC_ARG_MAX_METADATA_SIZE). Default 16 KiB; 0: gRPC's own (8 KiB).
+    int max_metadata_bytes = 16 << 10;
+    // A connection with no call for this long is closed with GOAWAY
+    // (GRPC_ARG_MAX_CONNECTION_IDLE_MS), so idle connections do not pile
+    // up. Default 5 minutes; zero: never.
+    absl::Duration max_connection_idle = absl::Minutes(5);
+    // A connection older than this is asked to go away (GOAWAY), its calls
+    // given max_connection_age_grace to end (GRPC_ARG_MAX_CONNECTION_AGE_MS
+    // and _GRACE_MS); clients reconnect, which also spreads them over new
+    // replicas. Default zero: no limit.
+    absl::Duration max_connection_age = absl::ZeroDuration();
+    absl::Duration max_connection_age_grace = absl::Minutes(1);
+    // The server pings a connection that has been quiet this long and
+    // closes it when no answer comes within keepalive_timeout
+    // (GRPC_ARG_KEEPALIVE_TIME_MS, _TIMEOUT_MS): dead peers free their
+    // calls and descriptors. Default 2 minutes and 20 s.
+    absl::Duration keepalive_time = absl::Minutes(2);
+    absl::Duration keepalive_timeout = absl::Seconds(20);
     // Largest HTTP/2 frame the server accepts (GRPC_ARG_HTTP2_MAX_FRAME_SIZE),
     // in bytes, at most 16 MiB - 1; bigger frames mean fewer per-frame steps
     // for large payloads. 0 (the default): gRPC's own, 16 KiB.

@@ -36,6 +36,14 @@ int RunServerMain(int argc, char** argv,
   double max_queue_delay_us = 0;
   double shutdown_grace_s = 30;
   double drain_delay_s = 5;
+  double max_connection_idle_s =
+      absl::ToDoubleSeconds(options.max_connection_idle);
+  double max_connection_age_s =
+      absl::ToDoubleSeconds(options.max_connection_age);
+  double max_connection_age_grace_s =
+      absl::ToDoubleSeconds(options.max_connection_age_grace);
+  double keepalive_time_s = absl::ToDoubleSeconds(options.keepalive_time);
+  double keepalive_timeout_s = absl::ToDoubleSeconds(options.keepalive_timeout);
   // 0: the backend's choice (1 on the CPU, devices x streams on CUDA).
   options.batching.num_workers = 0;
 
@@ -78,6 +86,37 @@ int RunServerMain(int argc, char** argv,
                  "let gRPC grow HTTP/2 windows to the link's bandwidth-delay "
                  "product (false: read-ahead per stream stays near the "
                  "window, memory near --max-inflight-bytes)")
+      ->capture_default_str();
+  app.add_option("--max-concurrent-streams", options.max_concurrent_streams,
+                 "calls open at once on one connection; more wait for a slot "
+                 "(0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--max-metadata-bytes", options.max_metadata_bytes,
+                 "largest request metadata (headers) (0: gRPC's 8 KiB)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--max-connection-idle-s", max_connection_idle_s,
+                 "close a connection without calls after this long (0: never)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--max-connection-age-s", max_connection_age_s,
+                 "ask a connection older than this to go away; its calls get "
+                 "--max-connection-age-grace-s (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--max-connection-age-grace-s", max_connection_age_grace_s,
+                 "see --max-connection-age-s")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--keepalive-time-s", keepalive_time_s,
+                 "ping a quiet connection after this long, and close it when "
+                 "no answer comes in --keepalive-timeout-s (0: no pings)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--keepalive-timeout-s", keepalive_timeout_s,
+                 "see --keepalive-time-s")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--http2-max-frame-bytes", options.http2_max_frame_bytes,
                  "largest HTTP/2 frame accepted, 16384..16777215 (0: gRPC's "
@@ -158,6 +197,14 @@ int RunServerMain(int argc, char** argv,
     return 1;
   }
   options.batching.max_queue_delay = absl::Microseconds(max_queue_delay_us);
+  options.max_connection_idle = absl::Seconds(max_connection_idle_s);
+  options.max_connection_age = absl::Seconds(max_connection_age_s);
+  options.max_connection_age_grace = absl::Seconds(max_connection_age_grace_s);
+  options.keepalive_time = absl::Seconds(keepalive_time_s);
+  options.keepalive_timeout = absl::Seconds(keepalive_timeout_s);
+  // Every connection takes a descriptor; a server at its limit cannot
+  // accept, so take what the hard limit allows.
+  const uint64_t open_files = RaiseOpenFileLimit();
 
   // Block the shutdown signals in every thread; main waits for them below.
   sigset_t signals;
@@ -172,10 +219,11 @@ int RunServerMain(int argc, char** argv,
     return 1;
   }
   const auto devices = (*server)->executor().devices();
-  spdlog::info("gemm-server {} listening on port {} (backend {}, device {})",
-               kVersion, (*server)->port(),
-               std::string((*server)->executor().backend()),
-               devices.empty() ? "none" : devices.front().name);
+  spdlog::info(
+      "gemm-server {} listening on port {} (backend {}, device {}; up to {} "
+      "open files)",
+      kVersion, (*server)->port(), std::string((*server)->executor().backend()),
+      devices.empty() ? "none" : devices.front().name, open_files);
   if (!port_file.empty()) {
     const std::string tmp = port_file + ".tmp";
     std::ofstream(tmp) << (*server)->port() << "\n";

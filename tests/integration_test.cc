@@ -2,14 +2,17 @@
 // through libgemm_client and the raw gRPC stub. Every result is compared
 // with a float64 reference (relative Frobenius error <= 1e-5).
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -876,6 +879,91 @@ TEST(ShutdownTest, AHugeStreamedJobGetsItsAnswerAndTheNextJobRuns) {
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(server.Stop(SIGTERM), 0);
   EXPECT_LT(SecondsSince(start), 5.0);
+}
+
+// Issue 12: a server at its descriptor limit cannot accept; it now takes
+// what the hard limit allows.
+TEST(TransportTest, TheOpenFileLimitIsRaisedToTheHardLimit) {
+  rlimit mine;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &mine), 0);
+  if (mine.rlim_max <= 256) GTEST_SKIP() << "hard limit too low to lower";
+  rlimit low = mine;
+  low.rlim_cur = 256;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  ServerProcess server;
+  const absl::Status started = server.Start();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &mine), 0);
+  ASSERT_TRUE(started.ok()) << started;
+  std::ifstream limits("/proc/" + std::to_string(server.pid()) + "/limits");
+  std::string line, soft, hard;
+  while (std::getline(limits, line)) {
+    if (line.rfind("Max open files", 0) != 0) continue;
+    std::istringstream fields(line.substr(std::strlen("Max open files")));
+    fields >> soft >> hard;
+  }
+  EXPECT_EQ(soft, hard) << "soft limit raised to the hard one";
+  EXPECT_NE(soft, "256");
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+// Issue 12: one connection could hold any number of calls open.
+TEST(TransportTest, CallsBeyondMaxConcurrentStreamsWaitForASlot) {
+  ServerProcess server({"--max-concurrent-streams", "2"});
+  ASSERT_TRUE(server.Start().ok());
+  auto channel =
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
+  auto stub = v1::GemmService::NewStub(channel);
+  auto unary = [&](int deadline_ms) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::milliseconds(deadline_ms));
+    v1::GemmRequest request = RawRequest(2, 2, 3);
+    std::vector<float> a(6, 1.0f), b(6, 2.0f);
+    request.set_a(a.data(), 24);
+    request.set_b(b.data(), 24);
+    v1::GemmResponse response;
+    return stub->Gemm(&context, request, &response).error_code();
+  };
+  ASSERT_EQ(unary(5000), grpc::OK);
+  // Two streams, open and idle, take both slots.
+  grpc::ClientContext first_context, second_context;
+  auto first = stub->GemmStream(&first_context);
+  auto second = stub->GemmStream(&second_context);
+  // Make sure both streams have started on the server: a unary call now
+  // waits for a slot.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(unary(1000), grpc::DEADLINE_EXCEEDED)
+      << "a third call must wait while two streams are open";
+  first->WritesDone();
+  EXPECT_TRUE(first->Finish().ok());
+  EXPECT_EQ(unary(5000), grpc::OK) << "a slot is free again";
+  second->WritesDone();
+  EXPECT_TRUE(second->Finish().ok());
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+// Issue 12: idle connections were never closed.
+TEST(TransportTest, AnIdleConnectionIsClosed) {
+  ServerProcess server({"--max-connection-idle-s", "1"});
+  ASSERT_TRUE(server.Start().ok());
+  auto channel =
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
+  auto stub = v1::GemmService::NewStub(channel);
+  grpc::ClientContext context;
+  v1::InfoRequest request;
+  v1::InfoResponse response;
+  ASSERT_TRUE(stub->Info(&context, request, &response).ok());
+  EXPECT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
+  // The server's GOAWAY after 1 s without calls sends the channel idle.
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (channel->GetState(false) == GRPC_CHANNEL_READY &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(channel->GetState(false), GRPC_CHANNEL_READY)
+      << "still connected 10 s after 1 s of idleness";
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
 }  // namespace
