@@ -126,11 +126,17 @@ void GemmStreamReactor::OnCapacity() {
 
 void GemmStreamReactor::StartReadAndRelease() {
   StartRead(&request_);
+  ReleaseHold();
+}
+
+void GemmStreamReactor::ReleaseHold() {
   Next next;
   grpc::Status final_status;
   {
     absl::MutexLock lock(&mu_);
     --holds_;
+    // Decided in the same critical section: once the hold is gone, the call
+    // may finish and the reactor go.
     next = DecideLocked(&final_status);
   }
   Act(next, final_status);
@@ -177,16 +183,7 @@ void GemmStreamReactor::BeginDrain() {
   }
 }
 
-void GemmStreamReactor::EndDrain() {
-  Next next;
-  grpc::Status final_status;
-  {
-    absl::MutexLock lock(&mu_);
-    --holds_;
-    next = DecideLocked(&final_status);
-  }
-  Act(next, final_status);
-}
+void GemmStreamReactor::EndDrain() { ReleaseHold(); }
 
 // The reactor stays alive meanwhile: Finish() waits for the session's
 // running jobs.

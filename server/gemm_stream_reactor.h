@@ -105,6 +105,8 @@ class GemmStreamReactor final
   }
   // Starts the read decided under the lock, then lets go of its hold.
   void StartReadAndRelease();
+  // Lets go of a hold and starts what is due (a write, or Finish()).
+  void ReleaseHold();
 
   // What to start next: a write, the end of the call, or nothing. Started by
   // Act() after mu_ is released.

@@ -70,14 +70,7 @@ void StreamSession::Handle() {
   if (message_.has_job) return HandleWholeJob();
   const bool ended = req.end_of_job();
   if (req.has_params()) {
-    if (IsOpen(id)) {
-      return StopReading(
-          absl::InvalidArgumentError(absl::StrCat(
-              "message ", messages_, " of the stream: job_id ", id,
-              ": params for a job that is open (started, and its JobEnd not "
-              "yet sent); no later message was read")),
-          absl::StatusCode::kAborted);
-    }
+    if (IsOpen(id)) return BreakOnReopen(id, "params");
     // A failed job's id may start a new job before the old one's end.
     Unignore(id);
     if (!StartJob(id, ended)) {
@@ -115,14 +108,7 @@ void StreamSession::Handle() {
 void StreamSession::HandleWholeJob() {
   const v1::StreamRequest& req = message_.header;
   const uint64_t id = req.job_id();
-  if (IsOpen(id)) {
-    return StopReading(
-        absl::InvalidArgumentError(absl::StrCat(
-            "message ", messages_, " of the stream: job_id ", id,
-            ": job for a job that is open (started, and its JobEnd not yet "
-            "sent); no later message was read")),
-        absl::StatusCode::kAborted);
-  }
+  if (IsOpen(id)) return BreakOnReopen(id, "job");
   Unignore(id);
   auto fail = [&](absl::Status status) {
     FailJob(id, std::move(status), /*ended=*/true);
@@ -154,6 +140,15 @@ void StreamSession::HandleWholeJob() {
   if (!Submit(id, std::move(*job), whole.params().inline_result_max_bytes())) {
     waiting_ = true;
   }
+}
+
+void StreamSession::BreakOnReopen(uint64_t id, const char* field) {
+  StopReading(
+      absl::InvalidArgumentError(absl::StrCat(
+          "message ", messages_, " of the stream: job_id ", id, ": ", field,
+          " for a job that is open (started, and its JobEnd not yet "
+          "sent); no later message was read")),
+      absl::StatusCode::kAborted);
 }
 
 bool StreamSession::StartJob(uint64_t id, bool ended) {

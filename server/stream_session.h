@@ -109,6 +109,9 @@ class StreamSession {
   // Handles message_; sets waiting_ when it needs room.
   void Handle();
   void HandleWholeJob();
+  // Breaks the stream: `field` (params or job) started job `id` again while
+  // it is open.
+  void BreakOnReopen(uint64_t id, const char* field);
   // Starts job `id` from its params; false when it must wait for room.
   bool StartJob(uint64_t id, bool ended);
   // Ends job `id` with `status`: drops its partial data and ignores its
