@@ -61,7 +61,8 @@ def soak_flags(env):
             "--unary-share", str(SOAK_UNARY_SHARE),
             "--duration-s", str(soak_seconds(env)), "--warmup-s", "1",
             # Each shape's reference is computed once, so a check costs one
-            # pass over C (with the NaN fill before it): cheap enough for all.
+            # pass over C (with the NaN fill before it) and one over the
+            # job's own scaled copy of A or B: cheap enough for all.
             "--verify-every", "1"]
 
 

@@ -6,9 +6,10 @@
 // open loop (jobs start at a fixed rate, with constant or Poisson gaps:
 // "request-rate mode"), for a duration or a count, after a warm-up that is
 // left out of every figure. Operands are random matrices generated once per
-// shape. Every job's latency, status and server-side timing is recorded and
-// summarised (LoadSummary) in a LoadReport (client/load_report.h formats it
-// as text, JSON or CSV).
+// shape; a job that is checked sends a scaled copy of them of its own
+// (client/shape_operands.h). Every job's latency, status and server-side timing
+// is recorded and summarised (LoadSummary) in a LoadReport
+// (client/load_report.h formats it as text, JSON or CSV).
 //
 // With unary_share > 0, some jobs go each on a call of their own
 // (GemmClient::GemmAsync) instead of on the streams; the report counts jobs
@@ -82,9 +83,10 @@ struct LoadOptions {
   double unary_share = 0;
   // Server-side budget of each job (GemmArgs.timeout_ms); 0 = none.
   uint32_t job_timeout_ms = 0;
-  // Check every Nth job's C against a float64 reference; 0 = never. The
-  // output buffer of a job to be checked is filled with NaN first, so that
-  // a result that never lands fails the check.
+  // Check every Nth job's C against a float64 reference; 0 = never. Each
+  // checked job has operands of its own, so that a result delivered to the
+  // wrong job fails (client/shape_operands.h), and its output buffer is
+  // filled with NaN first, so that a result that never lands fails.
   uint64_t verify_every = 0;
   // Seed of the operands and of the shape and arrival draws.
   uint64_t seed = 42;

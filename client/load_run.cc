@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "client/load_summary.h"
-#include "common/reference_gemm.h"
+#include "client/shape_operands.h"
 
 namespace gemm::client {
 namespace {
@@ -26,11 +26,10 @@ double Millis(Clock::duration d) {
 
 }  // namespace
 
-// Operands of one shape, made once; its float64 answer when verifying.
+// One shape of the mix: its operands and answer, and its share of the jobs.
 struct LoadRun::ShapeData {
-  WeightedShape shape;
-  std::vector<float> a, b;
-  std::vector<double> want;
+  ShapeOperands operands;
+  double weight = 1.0;
 };
 
 // One dispatcher thread and what it owns: every n-th stream, its RNG, its
@@ -59,6 +58,8 @@ struct LoadRun::Dispatcher {
   std::thread thread;
 
   mutable absl::Mutex mu;
+  // Per-job buffers: C (LoadRun::out_floats_), then the scratch of the
+  // job's own operands (LoadRun::scratch_floats_).
   std::vector<std::unique_ptr<float[]>> free_buffers ABSL_GUARDED_BY(mu);
   std::vector<JobRecord> records ABSL_GUARDED_BY(mu);
   uint64_t sent_by_call[kCalls] ABSL_GUARDED_BY(mu) = {};
@@ -79,17 +80,13 @@ LoadRun::~LoadRun() = default;
 void LoadRun::Prepare() {
   uint64_t seed = options_.seed;
   for (const WeightedShape& shape : options_.shapes) {
-    ShapeData data;
-    data.shape = shape;
-    const GemmProblem& problem = shape.problem;
-    data.a.resize(problem.a_elements());
-    data.b.resize(problem.b_elements());
-    FillRandom(data.a.data(), data.a.size(), seed++);
-    FillRandom(data.b.data(), data.b.size(), seed++);
-    if (options_.verify_every > 0) {
-      data.want = ReferenceGemm(problem, data.a.data(), data.b.data(), nullptr);
-    }
-    out_floats_ = std::max<size_t>(out_floats_, problem.c_elements());
+    ShapeData data{
+        ShapeOperands::Create(shape.problem, seed, options_.verify_every > 0),
+        shape.weight};
+    seed += 2;  // A's and B's
+    out_floats_ = std::max<size_t>(out_floats_, shape.problem.c_elements());
+    scratch_floats_ =
+        std::max<size_t>(scratch_floats_, data.operands.scratch_floats());
     shape_weights_.push_back(shape.weight);
     shapes_.push_back(std::move(data));
   }
@@ -212,13 +209,10 @@ void LoadRun::Dispatch(Dispatcher* d, Clock::time_point scheduled,
     stream_target_[slot] = TargetIndex(streams_[slot]->target());
     ++d->stream_restarts;
   }
-  const ShapeData& data = shapes_[shape];
-  GemmArgs args;
-  args.problem = data.shape.problem;
+  const ShapeOperands& operands = shapes_[shape].operands;
+  GemmArgs args = operands.SharedArgs();
   args.kernel = options_.kernel;
   args.timeout_ms = options_.job_timeout_ms;
-  args.a = data.a.data();
-  args.b = data.b.data();
   Call call = kStream;
   if (client_->WouldSplit(args)) {
     call = kSplit;
@@ -229,7 +223,8 @@ void LoadRun::Dispatch(Dispatcher* d, Clock::time_point scheduled,
   {
     absl::MutexLock lock(&d->mu);
     if (d->free_buffers.empty()) {
-      d->free_buffers.push_back(std::make_unique<float[]>(out_floats_));
+      d->free_buffers.push_back(
+          std::make_unique<float[]>(out_floats_ + scratch_floats_));
     }
     out = d->free_buffers.back().release();
     d->free_buffers.pop_back();
@@ -239,9 +234,14 @@ void LoadRun::Dispatch(Dispatcher* d, Clock::time_point scheduled,
   const uint64_t seq = sent_.fetch_add(1, std::memory_order_relaxed);
   if (!measured) warmup_jobs_.fetch_add(1, std::memory_order_relaxed);
   if (options_.verify_every > 0 && seq % options_.verify_every == 0) {
+    // Operands of its own, so that another job's result fails its check.
+    const GemmArgs own =
+        operands.JobArgs(seq / options_.verify_every, out + out_floats_);
+    args.a = own.a;
+    args.b = own.b;
     // The buffer is reused: without this, a result that never landed would
-    // pass on the C of an earlier job of the same shape.
-    std::fill_n(out, data.shape.problem.c_elements(),
+    // be checked on the C of an earlier job.
+    std::fill_n(out, args.problem.c_elements(),
                 std::numeric_limits<float>::quiet_NaN());
   }
   const int target = stream_target_[slot];
@@ -277,7 +277,8 @@ void LoadRun::OnEnd(Dispatcher* d, int shape, int target, float* out,
     record.timing = std::move(*result);
     if (options_.verify_every > 0 && seq % options_.verify_every == 0) {
       checked = true;
-      good = RelativeFrobeniusError(out, shapes_[shape].want) <= 1e-5;
+      good = shapes_[shape].operands.JobError(seq / options_.verify_every,
+                                              out) <= 1e-5;
     }
   }
   absl::MutexLock lock(&d->mu);
@@ -372,7 +373,7 @@ LoadReport LoadRun::ReportOf(Clock::time_point measure_start) const {
   std::vector<std::string> shape_names;
   for (const ShapeData& data : shapes_) {
     shape_names.push_back(
-        absl::StrCat(data.shape.problem.ToString(), ":", data.shape.weight));
+        absl::StrCat(data.operands.problem().ToString(), ":", data.weight));
   }
   report.shapes = absl::StrJoin(shape_names, ",");
   report.kernel = options_.kernel;
@@ -382,7 +383,9 @@ LoadReport LoadRun::ReportOf(Clock::time_point measure_start) const {
   report.sent = sent_.load();
   uint64_t sent_by_call[kCalls] = {};
   std::vector<GemmProblem> problems;
-  for (const ShapeData& data : shapes_) problems.push_back(data.shape.problem);
+  for (const ShapeData& data : shapes_) {
+    problems.push_back(data.operands.problem());
+  }
   LoadSummary summary(std::move(problems), targets_, measure_start);
   std::map<absl::StatusCode, std::string> error_sample;
   for (const auto& d : dispatchers_) {

@@ -59,7 +59,8 @@ class LoadRun {
   std::vector<ShapeData> shapes_;
   std::vector<double> shape_weights_;
   std::vector<std::string> targets_;  // distinct addresses
-  size_t out_floats_ = 0;
+  size_t out_floats_ = 0;      // of a job's buffer: C, the largest shape's
+  size_t scratch_floats_ = 0;  // and then its own operands' scratch
 
   // Streams, one per channel; slot i is touched only by the dispatcher that
   // owns it (i % dispatchers_.size()).
