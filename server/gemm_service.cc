@@ -1,5 +1,6 @@
 #include "server/gemm_service.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -22,6 +23,7 @@ GemmStreamReactor::Options StreamOptions(
   GemmStreamReactor::Options stream;
   stream.result_chunk_bytes = options.limits.result_chunk_bytes;
   stream.coalesce_small_writes = options.coalesce_small_writes;
+  stream.job_stall_timeout = options.limits.job_stall_timeout;
   return stream;
 }
 
@@ -39,7 +41,21 @@ GemmServiceImpl::GemmServiceImpl(const Options& options, Executor* executor,
       executor_(executor),
       scheduler_(scheduler),
       intake_(IntakeOptions(options), executor, scheduler),
-      stream_options_(StreamOptions(options)) {}
+      stream_options_(StreamOptions(options)) {
+  const absl::Duration stall = options.limits.job_stall_timeout;
+  if (stall <= absl::ZeroDuration()) return;
+  const absl::Duration period = std::min(absl::Seconds(1), stall / 4);
+  sweeper_ = std::thread([this, period] {
+    while (!stop_sweeping_.WaitForNotificationWithTimeout(period)) {
+      streams_.ExpireStalled(absl::Now());
+    }
+  });
+}
+
+GemmServiceImpl::~GemmServiceImpl() {
+  stop_sweeping_.Notify();
+  if (sweeper_.joinable()) sweeper_.join();
+}
 
 grpc::ServerUnaryReactor* GemmServiceImpl::Info(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,

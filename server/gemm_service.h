@@ -14,8 +14,10 @@
 
 #include <atomic>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
@@ -57,9 +59,11 @@ class GemmServiceImpl final : public GemmServiceBase {
     bool coalesce_small_writes = false;
   };
 
-  // `executor` and `scheduler` must outlive the service.
+  // `executor` and `scheduler` must outlive the service. Starts a thread
+  // that expires stalled stream jobs (ServiceLimits::job_stall_timeout).
   GemmServiceImpl(const Options& options, Executor* executor,
                   BatchScheduler* scheduler);
+  ~GemmServiceImpl() override;  // after the server has stopped
 
   grpc::ServerUnaryReactor* Info(grpc::CallbackServerContext* context,
                                  const grpc::ByteBuffer* request,
@@ -93,6 +97,10 @@ class GemmServiceImpl final : public GemmServiceBase {
   const GemmStreamReactor::Options stream_options_;
   StreamRegistry streams_;
   std::atomic<size_t> open_unary_calls_{0};
+  // Expires stalled stream jobs every quarter of the stall timeout (at most
+  // a second apart).
+  absl::Notification stop_sweeping_;
+  std::thread sweeper_;
   const absl::Time start_time_ = absl::Now();
 };
 

@@ -30,6 +30,18 @@ void StreamRegistry::DrainAll() {
   for (GemmStreamReactor* stream : held) stream->EndDrain();
 }
 
+void StreamRegistry::ExpireStalled(absl::Time now) {
+  std::vector<GemmStreamReactor*> held;
+  {
+    absl::MutexLock lock(&mu_);
+    for (GemmStreamReactor* stream : streams_) {
+      stream->BeginExpireStalled(now);
+      held.push_back(stream);
+    }
+  }
+  for (GemmStreamReactor* stream : held) stream->ReleaseHold();
+}
+
 size_t StreamRegistry::open_streams() const {
   absl::MutexLock lock(&mu_);
   return streams_.size();
@@ -54,7 +66,9 @@ GemmStreamReactor::GemmStreamReactor(JobIntake* intake,
     : intake_(intake),
       registry_(registry),
       options_(options),
-      session_(intake, {.result_chunk_bytes = options.result_chunk_bytes},
+      session_(intake,
+               {.result_chunk_bytes = options.result_chunk_bytes,
+                .stall_timeout = options.job_stall_timeout},
                JobIntake::CallOf(context),
                [this](uint64_t id, bool inline_result, GemmJob& job,
                       absl::Status status) {
@@ -184,6 +198,12 @@ void GemmStreamReactor::BeginDrain() {
 }
 
 void GemmStreamReactor::EndDrain() { ReleaseHold(); }
+
+void GemmStreamReactor::BeginExpireStalled(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  ++holds_;
+  session_.ExpireStalled(now);
+}
 
 // The reactor stays alive meanwhile: Finish() waits for the session's
 // running jobs.

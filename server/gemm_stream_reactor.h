@@ -32,6 +32,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "server/gemm_job.h"
 #include "server/job_intake.h"
@@ -48,6 +49,8 @@ class StreamRegistry {
  public:
   // Streams opened after DrainAll() are drained as they start.
   void DrainAll();
+  // StreamSession::ExpireStalled(now) on every open stream.
+  void ExpireStalled(absl::Time now);
   size_t open_streams() const;
 
  private:
@@ -70,6 +73,8 @@ class GemmStreamReactor final
     uint64_t result_chunk_bytes = uint64_t{1} << 20;
     // See GemmServer::Options::coalesce_small_writes. Default false.
     bool coalesce_small_writes = false;
+    // See ServiceLimits::job_stall_timeout. Default 30 s.
+    absl::Duration job_stall_timeout = absl::Seconds(30);
   };
 
   // `intake` and `registry` must outlive the call. Starts the first read.
@@ -90,6 +95,8 @@ class GemmStreamReactor final
   // hold keeps the reactor alive), then let go and finish if settled.
   void BeginDrain();
   void EndDrain();
+  // The same steps for ExpireStalled.
+  void BeginExpireStalled(absl::Time now);
 
   // Acts on what the session said after a message: read on, or wait for
   // room. Returns whether a read is to be started (a hold is then taken).

@@ -126,7 +126,9 @@ struct Received {
 // then read every response until the server ends the call.
 class RawStream {
  public:
-  explicit RawStream(grpc::GenericStub* stub) : call_(stub, kMethod) {}
+  explicit RawStream(grpc::GenericStub* stub,
+                     absl::Duration timeout = absl::InfiniteDuration())
+      : call_(stub, kMethod, timeout) {}
 
   bool Write(const grpc::ByteBuffer& message) { return call_.Write(message); }
   // Bytes that need not be a well-formed message.
@@ -717,6 +719,56 @@ TEST_F(GemmStreamReactorTest, DrainEndsStreamsOnceTheirAcceptedJobsAnswer) {
   EXPECT_EQ(got[2].ends, 1);
   EXPECT_EQ(got[2].end.code(), grpc::UNAVAILABLE) << got[2].end.message();
   EXPECT_NE(got[2].end.message().find("shutting down"), std::string::npos);
+}
+
+// Room for three 16^3 jobs in flight, and jobs being received expire after
+// 300 ms without data.
+class StallTest : public FlowControlTest {
+ protected:
+  ServiceLimits Limits() const override {
+    ServiceLimits limits = FlowControlTest::Limits();
+    limits.job_stall_timeout = absl::Milliseconds(300);
+    return limits;
+  }
+};
+
+// Issue 12, item 1: a few params-only messages reserved the whole budget
+// for bytes that never came, for as long as their stream stayed open, and
+// every other client waited (or, on unary calls, got UNAVAILABLE).
+TEST_F(StallTest, JobsDeclaredAndNeverSentGiveTheirBudgetBack) {
+  executor_->Open();
+  const Job job(Problem(16, 16, 16), 501);
+  RawStream hog(stub_.get());
+  for (uint64_t id = 1; id <= 3; ++id) {
+    v1::StreamRequest first;
+    first.set_job_id(id);
+    *first.mutable_params() = job.Params();
+    ASSERT_TRUE(hog.WritePart(first));  // the budget is full after three
+  }
+  // Without expiry this stream would wait for room to the deadline.
+  RawStream victim(stub_.get(), absl::Seconds(20));
+  ASSERT_TRUE(
+      victim.Write(wire::EncodeWholeJob(1, job.Params(), job.Operands())));
+  std::map<uint64_t, Received> got;
+  const grpc::Status status =
+      victim.Finish(&got, {{1, job.problem.c_elements()}});
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  ExpectCorrect(got[1], job);
+  // The hog's jobs ended with DEADLINE_EXCEEDED; a late part is ignored.
+  v1::StreamRequest late;
+  late.set_job_id(1);
+  late.set_operand(v1::OPERAND_A);
+  ASSERT_TRUE(hog.WritePart(late, job.Bytes(job.a)));
+  std::map<uint64_t, Received> hog_got;
+  const grpc::Status hog_status = hog.Finish(&hog_got, {});
+  EXPECT_TRUE(hog_status.ok()) << hog_status.error_message();
+  for (uint64_t id = 1; id <= 3; ++id) {
+    SCOPED_TRACE(id);
+    EXPECT_EQ(hog_got[id].ends, 1);
+    EXPECT_EQ(hog_got[id].end.code(), grpc::DEADLINE_EXCEEDED);
+    EXPECT_NE(hog_got[id].end.message().find("no data for"), std::string::npos)
+        << hog_got[id].end.message();
+  }
 }
 
 }  // namespace

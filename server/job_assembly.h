@@ -20,6 +20,7 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "proto/wire_codec.h"
 #include "server/gemm_job.h"
 
@@ -44,12 +45,16 @@ class JobAssembly {
   // Hands the job on; the assembly is empty afterwards.
   std::shared_ptr<GemmJob> TakeJob() { return std::move(job_); }
   uint64_t inline_result_max_bytes() const { return inline_result_max_bytes_; }
+  // When the job last got data (or started).
+  absl::Time last_progress() const { return last_progress_; }
+  void set_last_progress(absl::Time t) { last_progress_ = t; }
 
  private:
   uint64_t job_id_;
   std::shared_ptr<GemmJob> job_;
   uint64_t received_[4] = {0, 0, 0, 0};  // indexed by v1::Operand
   uint64_t inline_result_max_bytes_;
+  absl::Time last_progress_ = absl::InfinitePast();
 };
 
 }  // namespace gemm::server

@@ -36,6 +36,8 @@ int RunServerMain(int argc, char** argv,
   double max_queue_delay_us = 0;
   double shutdown_grace_s = 30;
   double drain_delay_s = 5;
+  double job_stall_timeout_s =
+      absl::ToDoubleSeconds(options.limits.job_stall_timeout);
   double max_connection_idle_s =
       absl::ToDoubleSeconds(options.max_connection_idle);
   double max_connection_age_s =
@@ -72,6 +74,11 @@ int RunServerMain(int argc, char** argv,
   app.add_option("--max-message-bytes", options.limits.max_message_bytes,
                  "largest gRPC message received or sent (a unary result "
                  "included)")
+      ->capture_default_str();
+  app.add_option("--job-stall-timeout-s", job_stall_timeout_s,
+                 "a streamed job that gets no data for this long fails with "
+                 "DEADLINE_EXCEEDED and gives back its budget (0: never)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--result-chunk-bytes", options.limits.result_chunk_bytes,
                  "size of result chunks on GemmStream; at most "
@@ -197,6 +204,7 @@ int RunServerMain(int argc, char** argv,
     return 1;
   }
   options.batching.max_queue_delay = absl::Microseconds(max_queue_delay_us);
+  options.limits.job_stall_timeout = absl::Seconds(job_stall_timeout_s);
   options.max_connection_idle = absl::Seconds(max_connection_idle_s);
   options.max_connection_age = absl::Seconds(max_connection_age_s);
   options.max_connection_age_grace = absl::Seconds(max_connection_age_grace_s);

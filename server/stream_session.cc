@@ -1,6 +1,7 @@
 #include "server/stream_session.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -94,6 +95,7 @@ void StreamSession::Handle() {
   if (message_.data.size > 0) {
     absl::Status s = assembly.Append(message_);
     if (!s.ok()) return FailJob(id, std::move(s), ended);
+    assembly.set_last_progress(absl::Now());
   }
   if (!ended) return;
 
@@ -164,8 +166,10 @@ bool StreamSession::StartJob(uint64_t id, bool ended) {
     FailJob(id, job.status(), ended);
     return true;
   }
-  receiving_.emplace(
+  auto [it, inserted] = receiving_.emplace(
       id, JobAssembly(id, std::move(*job), params.inline_result_max_bytes()));
+  (void)inserted;
+  it->second.set_last_progress(absl::Now());
   return true;
 }
 
@@ -264,6 +268,35 @@ void StreamSession::StopReading(absl::Status why, absl::StatusCode job_code) {
   ReleaseMessage();
   ignored_.clear();
   ignored_order_.clear();
+}
+
+int StreamSession::ExpireStalled(absl::Time now) {
+  if (options_.stall_timeout <= absl::ZeroDuration() || cancelled_) return 0;
+  if (waiting_) {
+    // The stream is not being read (flow control): the time does not count
+    // against its jobs.
+    for (auto& [id, assembly] : receiving_) {
+      (void)id;
+      assembly.set_last_progress(now);
+    }
+    return 0;
+  }
+  std::vector<uint64_t> stalled;
+  for (const auto& [id, assembly] : receiving_) {
+    if (now - assembly.last_progress() >= options_.stall_timeout) {
+      stalled.push_back(id);
+    }
+  }
+  for (uint64_t id : stalled) {
+    FailJob(id,
+            absl::DeadlineExceededError(absl::StrCat(
+                "job_id ", id, ": no data for ",
+                absl::FormatDuration(options_.stall_timeout),
+                " while the job was being received; its budget is given "
+                "back and its later parts are ignored")),
+            /*ended=*/false);
+  }
+  return static_cast<int>(stalled.size());
 }
 
 void StreamSession::OnReadsDone() {

@@ -43,6 +43,8 @@
 #include <unordered_set>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/wire_codec.h"
 #include "server/gemm_job.h"
@@ -62,6 +64,9 @@ class StreamSession {
     // oldest are forgotten beyond this many (a part of a forgotten job then
     // breaks the stream). Default 4096.
     size_t max_ignored_jobs = 4096;
+    // A job being received that gets no data for this long fails with
+    // DEADLINE_EXCEEDED (ExpireStalled()). Default 30 s; zero: never.
+    absl::Duration stall_timeout = absl::Seconds(30);
   };
 
   // What the caller does after a message.
@@ -91,6 +96,10 @@ class StreamSession {
   // Server shutdown: ends every job not yet accepted with UNAVAILABLE and
   // stops reading; accepted jobs finish.
   void Drain();
+  // Fails the jobs being received that got no data since `now` less the
+  // stall timeout; their later parts are ignored. Returns how many. Time
+  // the session spends waiting for room (not reading) does not count.
+  int ExpireStalled(absl::Time now);
   // A queued job finished (see JobDone).
   void OnJobDone(uint64_t id, bool inline_result, GemmJob& job,
                  absl::Status status);

@@ -4,11 +4,11 @@
 // budget and queue, so that jobs fail, break the stream, wait for room and
 // run. The input is read as operations: a params message, a data chunk, an
 // end_of_job, a whole job, raw bytes, waiting for jobs to finish, draining
-// the outbox, or a server drain. After the input, the client half-closes,
-// every job finishes and the outbox is read out. The protocol's promises
-// must hold: every job the session read the start of has exactly one JobEnd
-// and no other id has one; no result chunk follows its job's end; the
-// session settles with no job left; the call's status is OK,
+// the outbox, expiring stalled jobs, or a server drain. After the input, the
+// client half-closes, every job finishes and the outbox is read out. The
+// protocol's promises must hold: every job the session read the start of has
+// exactly one JobEnd and no other id has one; no result chunk follows its job's
+// end; the session settles with no job left; the call's status is OK,
 // INVALID_ARGUMENT or UNAVAILABLE; a session waiting for room always gets
 // it. Any violation aborts.
 #include <atomic>
@@ -174,6 +174,11 @@ class Harness {
     absl::MutexLock lock(&mu_);
     session_.Drain();
   }
+  // As if every job being received had stalled.
+  void ExpireAll() {
+    absl::MutexLock lock(&mu_);
+    session_.ExpireStalled(absl::InfiniteFuture());
+  }
 
   void CheckEnd() {
     WaitForJobs();
@@ -280,6 +285,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 7:
         if (id == 0) {
           harness.WaitForJobs();
+        } else if (id == 1) {
+          harness.ExpireAll();
         } else {
           harness.DrainOutbox();
         }

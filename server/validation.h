@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "proto/gemm.pb.h"
 #include "server/executor.h"
 #include "server/gemm_job.h"
@@ -37,6 +38,10 @@ struct ServiceLimits {
   // Size of the result chunks on the stream. Default 1 MiB (4 MiB measured
   // no faster: docs/performance.md).
   uint64_t result_chunk_bytes = uint64_t{1} << 20;
+  // A streamed job being received that gets no data for this long fails
+  // with DEADLINE_EXCEEDED and gives back its budget, so that jobs declared
+  // and never sent cannot hold the budget. Default 30 s; zero: never.
+  absl::Duration job_stall_timeout = absl::Seconds(30);
 };
 
 // Text from a client, quoted for a status message: at most `max_bytes` of
