@@ -109,7 +109,6 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   open_unary_calls_.fetch_add(1);
-  std::atomic<size_t>* open_calls = &open_unary_calls_;
   auto start = [&]() -> absl::Status {
     // Operands stay in gRPC's slices until copied, once, into the job.
     wire::DecodedGemmRequest in;
@@ -127,7 +126,7 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     std::weak_ptr<GemmJob> weak = job;
     // Runs once, on a scheduler thread; the call (and its context) lasts
     // until it finishes the call.
-    auto answer = [this, context, reactor, response, weak, open_calls](
+    auto answer = [this, context, reactor, response, weak](
                       GemmJob& done, absl::Status status) {
       if (status.ok()) {
         v1::Timing timing;
@@ -139,7 +138,7 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
       // A call that has ended (deadline passed, cancelled) takes no result
       // to its caller.
       intake_.counts().CountAnswered(status.ok() && !context->IsCancelled());
-      open_calls->fetch_sub(1);
+      open_unary_calls_.fetch_sub(1);
       reactor->Finish(ToGrpcStatus(status));
     };
     return intake_.Submit(job, JobIntake::CallOf(context), std::move(answer));

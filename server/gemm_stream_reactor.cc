@@ -17,25 +17,24 @@ grpc::Status ToGrpc(const absl::Status& status) {
 }  // namespace
 
 void StreamRegistry::DrainAll() {
-  std::vector<GemmStreamReactor*> held;
   {
     absl::MutexLock lock(&mu_);
     draining_ = true;
-    // Each stream takes a hold, so it stays alive once the lock is gone.
-    for (GemmStreamReactor* stream : streams_) {
-      stream->BeginDrain();
-      held.push_back(stream);
-    }
   }
-  for (GemmStreamReactor* stream : held) stream->EndDrain();
+  ForEach([](StreamSession& session) { session.Drain(); });
 }
 
 void StreamRegistry::ExpireStalled(absl::Time now) {
+  ForEach([now](StreamSession& session) { session.ExpireStalled(now); });
+}
+
+void StreamRegistry::ForEach(absl::FunctionRef<void(StreamSession&)> fn) {
   std::vector<GemmStreamReactor*> held;
   {
     absl::MutexLock lock(&mu_);
+    // Each stream takes a hold, so it stays alive once the lock is gone.
     for (GemmStreamReactor* stream : streams_) {
-      stream->BeginExpireStalled(now);
+      stream->HoldAndApply(fn);
       held.push_back(stream);
     }
   }
@@ -188,21 +187,16 @@ void GemmStreamReactor::OnDone() {
   delete this;
 }
 
-void GemmStreamReactor::BeginDrain() {
+void GemmStreamReactor::HoldAndApply(
+    absl::FunctionRef<void(StreamSession&)> fn) {
   absl::MutexLock lock(&mu_);
   ++holds_;
-  session_.Drain();
-  if (wait_ticket_ != 0 && intake_->CancelWait(wait_ticket_)) {
+  fn(session_);
+  // A session that stopped waiting for room (drained) needs no wake.
+  if (wait_ticket_ != 0 && !session_.waiting() &&
+      intake_->CancelWait(wait_ticket_)) {
     wait_ticket_ = 0;
   }
-}
-
-void GemmStreamReactor::EndDrain() { ReleaseHold(); }
-
-void GemmStreamReactor::BeginExpireStalled(absl::Time now) {
-  absl::MutexLock lock(&mu_);
-  ++holds_;
-  session_.ExpireStalled(now);
 }
 
 // The reactor stays alive meanwhile: Finish() waits for the session's

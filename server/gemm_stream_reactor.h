@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -58,6 +59,10 @@ class StreamRegistry {
   // False once DrainAll() has run: the stream drains at once.
   bool Add(GemmStreamReactor* stream);
   void Remove(GemmStreamReactor* stream);
+
+  // Runs `fn` on every open stream's session under its lock, then lets each
+  // stream start what is due (writes, the end of the call).
+  void ForEach(absl::FunctionRef<void(StreamSession&)> fn);
 
   mutable absl::Mutex mu_;
   std::unordered_set<GemmStreamReactor*> streams_ ABSL_GUARDED_BY(mu_);
@@ -91,12 +96,10 @@ class GemmStreamReactor final
   friend class StreamRegistry;
   enum class Next { kNone, kWrite, kFinish };
 
-  // Shutdown, in two steps around the registry's lock: stop reading (the
-  // hold keeps the reactor alive), then let go and finish if settled.
-  void BeginDrain();
-  void EndDrain();
-  // The same steps for ExpireStalled.
-  void BeginExpireStalled(absl::Time now);
+  // The registry's work on the session (drain, expiry), in two steps around
+  // the registry's lock: apply `fn` and take a hold that keeps the reactor
+  // alive; then ReleaseHold() starts what is due.
+  void HoldAndApply(absl::FunctionRef<void(StreamSession&)> fn);
 
   // Acts on what the session said after a message: read on, or wait for
   // room. Returns whether a read is to be started (a hold is then taken).

@@ -113,6 +113,8 @@ class StreamSession {
   absl::Status final_status() const { return final_status_; }
   // Jobs queued or running.
   size_t jobs_running() const { return running_.size(); }
+  // A message or a complete job waits for room (Next::kWaitForCapacity).
+  bool waiting() const { return waiting_; }
 
  private:
   // Handles message_; sets waiting_ when it needs room.
