@@ -82,6 +82,8 @@ class GemmServiceImpl final : public GemmServiceBase {
   // Calls still open: streams, and unary Gemm calls.
   size_t open_streams() const { return streams_.open_streams(); }
   size_t open_unary_calls() const { return open_unary_calls_.load(); }
+  // Bytes of the jobs in flight (the in-flight budget's use).
+  uint64_t inflight_bytes() const { return intake_.budget().used(); }
   // Jobs turned away before they were accepted (Info's jobs_rejected).
   uint64_t rejected_jobs() const { return intake_.counts().rejected(); }
 
