@@ -17,16 +17,21 @@ bool JobSpec::SameBatchAs(const JobSpec& other) const {
 InflightBudget::Reservation& InflightBudget::Reservation::operator=(
     Reservation&& other) noexcept {
   if (this != &other) {
+    if (share_ != nullptr) share_->Give(bytes_);
     if (budget_ != nullptr) budget_->Release(bytes_);
     budget_ = other.budget_;
     bytes_ = other.bytes_;
+    share_ = std::move(other.share_);
     other.budget_ = nullptr;
     other.bytes_ = 0;
+    other.share_ = nullptr;
   }
   return *this;
 }
 
 InflightBudget::Reservation::~Reservation() {
+  // The client's share first: a stream woken by the release finds it free.
+  if (share_ != nullptr) share_->Give(bytes_);
   if (budget_ != nullptr) budget_->Release(bytes_);
 }
 
@@ -35,19 +40,25 @@ void InflightBudget::Release(uint64_t bytes) {
   if (on_release_) on_release_();
 }
 
-absl::Status InflightBudget::Reserve(uint64_t bytes, Reservation* reservation) {
+absl::Status InflightBudget::Reserve(uint64_t bytes, Reservation* reservation,
+                                     std::shared_ptr<ClientShare> share) {
+  if (share != nullptr) {
+    absl::Status taken = share->Take(bytes);
+    if (!taken.ok()) return taken;
+  }
   uint64_t used = used_.load();
   do {
     // A job larger than the whole budget is refused earlier, by the size
     // limits; here the budget is merely full for now.
     if (bytes > limit_ || used > limit_ - bytes) {
+      if (share != nullptr) share->Give(bytes);
       return absl::UnavailableError(absl::StrFormat(
           "server overloaded: %d bytes of jobs in flight, limit %d; retry "
           "later",
           used, limit_));
     }
   } while (!used_.compare_exchange_weak(used, used + bytes));
-  *reservation = Reservation(this, bytes);
+  *reservation = Reservation(this, bytes, std::move(share));
   return absl::OkStatus();
 }
 

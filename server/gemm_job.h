@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/gemm_problem.h"
+#include "server/client_shares.h"
 
 namespace gemm::server {
 
@@ -63,8 +64,9 @@ class InflightBudget {
   class Reservation {
    public:
     Reservation() = default;
-    Reservation(InflightBudget* budget, uint64_t bytes)
-        : budget_(budget), bytes_(bytes) {}
+    Reservation(InflightBudget* budget, uint64_t bytes,
+                std::shared_ptr<ClientShare> share = nullptr)
+        : budget_(budget), bytes_(bytes), share_(std::move(share)) {}
     Reservation(Reservation&& other) noexcept { *this = std::move(other); }
     Reservation& operator=(Reservation&& other) noexcept;
     ~Reservation();
@@ -73,10 +75,13 @@ class InflightBudget {
    private:
     InflightBudget* budget_ = nullptr;
     uint64_t bytes_ = 0;
+    std::shared_ptr<ClientShare> share_;
   };
 
-  // UNAVAILABLE when `bytes` more would exceed the limit right now.
-  absl::Status Reserve(uint64_t bytes, Reservation* reservation);
+  // UNAVAILABLE when `bytes` more would exceed the limit right now, or
+  // `share`'s (the claiming client's; may be null).
+  absl::Status Reserve(uint64_t bytes, Reservation* reservation,
+                       std::shared_ptr<ClientShare> share = nullptr);
   uint64_t used() const { return used_.load(); }
   uint64_t limit() const { return limit_; }
 

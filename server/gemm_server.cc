@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -84,11 +85,7 @@ absl::StatusOr<Backend> MakeBackend(const GemmServer::Options& options) {
 
 absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
     const Options& options) {
-  if (options.limits.max_job_bytes > options.limits.max_inflight_bytes) {
-    return absl::InvalidArgumentError(
-        "max_job_bytes must not exceed max_inflight_bytes: such a job could "
-        "never be admitted");
-  }
+  RETURN_IF_ERROR(CheckLimits(options.limits));
   // A chunk, or a result of a chunk's size inline in its JobEnd, must fit
   // in a message with its header.
   if (options.limits.result_chunk_bytes < 4 ||
@@ -129,8 +126,28 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   reflection.services = {kServiceName, kHealthServiceName};
   server->reflection_ = std::make_unique<ReflectionService>(reflection);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen_address,
-                           grpc::InsecureServerCredentials(), &server->port_);
+  const std::shared_ptr<grpc::ServerCredentials> credentials =
+      grpc::InsecureServerCredentials();
+  // TCP addresses get the server's own listener (tcp_acceptor.h); others
+  // ("unix:PATH") gRPC's.
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> handoff;
+  if (absl::StrContains(options.listen_address, "unix:")) {
+    builder.AddListeningPort(options.listen_address, credentials,
+                             &server->port_);
+  } else {
+    ConnectionLimiter::Options connections;
+    connections.max_connections = options.max_connections;
+    connections.max_connections_per_client = options.max_connections_per_client;
+    server->connection_limiter_ =
+        std::make_unique<ConnectionLimiter>(connections);
+    ASSIGN_OR_RETURN(server->acceptor_,
+                     TcpAcceptor::Listen(options.listen_address,
+                                         server->connection_limiter_.get()));
+    server->port_ = server->acceptor_->port();
+    handoff = builder.experimental().AddExternalConnectionAcceptor(
+        grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
+        credentials);
+  }
   builder.RegisterService(server->service_.get());
   for (grpc::Service* service : server->reflection_->services()) {
     builder.RegisterService(service);
@@ -187,6 +204,8 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
         absl::StrCat("cannot listen on ", options.listen_address,
                      " (address in use, or not a valid host:port?)"));
   }
+  if (server->acceptor_ != nullptr)
+    server->acceptor_->Start(std::move(handoff));
   grpc::HealthCheckServiceInterface* health =
       server->server_->GetHealthCheckService();
   health->SetServingStatus(kServiceName, true);
@@ -220,6 +239,8 @@ GemmServer::ShutdownReport GemmServer::Shutdown(absl::Duration grace,
   // A server whose Create() failed part-way may lack a scheduler.
   if (scheduler_ != nullptr) scheduler_->StopAccepting();
   if (service_ != nullptr) service_->Drain();
+  // No new connections from here on, as with gRPC's own listener.
+  if (acceptor_ != nullptr) acceptor_->Stop();
   if (server_ != nullptr) {
     // gRPC cancels exactly the calls open when the deadline passes: count
     // them then.

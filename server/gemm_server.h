@@ -19,10 +19,12 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "server/batch_scheduler.h"
+#include "server/connection_limiter.h"
 #include "server/cuda_executor_options.h"
 #include "server/executor.h"
 #include "server/gemm_service.h"
 #include "server/reflection_service.h"
+#include "server/tcp_acceptor.h"
 #include "server/validation.h"
 
 namespace gemm::server {
@@ -67,6 +69,14 @@ class GemmServer {
     // slot. Bounds what one connection can make the server hold in calls.
     // Default 1024; 0: gRPC's own (no limit).
     int max_concurrent_streams = 1024;
+    // Connections open at once, from all clients and from one client (its
+    // address: client_identity.h); a connection past either is closed as
+    // soon as it is accepted, and so is one whose descriptor comes within
+    // a quarter of the open-file limit (at most 256 descriptors) of it, so
+    // that accepting never runs out of descriptors (connection_limiter.h).
+    // Defaults 10000 and 256; 0: no cap but the descriptor limit's.
+    size_t max_connections = 10000;
+    size_t max_connections_per_client = 256;
     // Largest metadata (headers) of a request, in bytes
     // (GRPC_ARG_MAX_METADATA_SIZE). Default 16 KiB; 0: gRPC's own (8 KiB).
     int max_metadata_bytes = 16 << 10;
@@ -145,9 +155,13 @@ class GemmServer {
   // The executor's pinned pool on CUDA (jobs' host storage); else nullptr.
   HostAllocator* host_allocator_ = nullptr;
   std::unique_ptr<BatchScheduler> scheduler_;
+  std::unique_ptr<ConnectionLimiter> connection_limiter_;
   std::unique_ptr<GemmServiceImpl> service_;
   std::unique_ptr<ReflectionService> reflection_;
   std::unique_ptr<grpc::Server> server_;
+  // The TCP listener (absent for a unix: address); after server_, so that
+  // it stops handing connections over before the server goes.
+  std::unique_ptr<TcpAcceptor> acceptor_;
   int port_ = 0;
   bool shut_down_ = false;
 };

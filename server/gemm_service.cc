@@ -15,6 +15,9 @@ JobIntake::Options IntakeOptions(const GemmServiceImpl::Options& options) {
   JobIntake::Options intake;
   intake.limits = options.limits;
   intake.host_allocator = options.host_allocator;
+  intake.client_shares.max_bytes_per_client =
+      options.limits.max_client_inflight_bytes;
+  intake.client_shares.max_jobs_per_client = options.limits.max_client_jobs;
   return intake;
 }
 
@@ -24,6 +27,7 @@ GemmStreamReactor::Options StreamOptions(
   stream.result_chunk_bytes = options.limits.result_chunk_bytes;
   stream.coalesce_small_writes = options.coalesce_small_writes;
   stream.job_stall_timeout = options.limits.job_stall_timeout;
+  stream.max_open_jobs = options.limits.max_open_jobs_per_stream;
   return stream;
 }
 
@@ -119,8 +123,15 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     ASSIGN_OR_RETURN(JobSpec spec, intake_.Validate(in.header.params()));
     // The answer must fit in a message too; found out before the job runs.
     RETURN_IF_ERROR(CheckUnaryResultBytes(spec.problem, intake_.limits()));
-    ASSIGN_OR_RETURN(std::shared_ptr<GemmJob> job,
-                     intake_.AdmitComplete(spec, in.a, in.b, in.c));
+    JobIntake::Call call = intake_.CallOf(context);
+    ASSIGN_OR_RETURN(
+        std::shared_ptr<GemmJob> job,
+        intake_.AdmitComplete(spec, in.a, in.b, in.c, "", call.share));
+    // The operands are the job's now: gRPC's slices go at once rather than
+    // when the call ends, which for a result the caller reads slowly may be
+    // long after (the request is gRPC's, but nothing reads it again).
+    in = wire::DecodedGemmRequest();
+    const_cast<grpc::ByteBuffer*>(request)->Clear();
     // The result leaves from the job's own memory (no copy); the response
     // holds the job until gRPC has sent it.
     std::weak_ptr<GemmJob> weak = job;
@@ -141,7 +152,7 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
       open_unary_calls_.fetch_sub(1);
       reactor->Finish(ToGrpcStatus(status));
     };
-    return intake_.Submit(job, JobIntake::CallOf(context), std::move(answer));
+    return intake_.Submit(job, call, std::move(answer));
   };
   absl::Status status = start();
   if (!status.ok()) {

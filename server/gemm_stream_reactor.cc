@@ -67,8 +67,9 @@ GemmStreamReactor::GemmStreamReactor(JobIntake* intake,
       options_(options),
       session_(intake,
                {.result_chunk_bytes = options.result_chunk_bytes,
-                .stall_timeout = options.job_stall_timeout},
-               JobIntake::CallOf(context),
+                .stall_timeout = options.job_stall_timeout,
+                .max_open_jobs = options.max_open_jobs},
+               intake->CallOf(context),
                [this](uint64_t id, bool inline_result, GemmJob& job,
                       absl::Status status) {
                  OnJobDone(id, inline_result, job, std::move(status));

@@ -80,6 +80,8 @@ class GemmStreamReactor final
     bool coalesce_small_writes = false;
     // See ServiceLimits::job_stall_timeout. Default 30 s.
     absl::Duration job_stall_timeout = absl::Seconds(30);
+    // See ServiceLimits::max_open_jobs_per_stream. Default 0: no limit.
+    uint64_t max_open_jobs = 0;
   };
 
   // `intake` and `registry` must outlive the call. Starts the first read.

@@ -583,8 +583,8 @@ TEST_F(GemmStreamReactorTest, CancelledStreamDropsItsQueuedJobs) {
   EXPECT_EQ(executor_->batches(), 1);
 }
 
-// A job's bytes (A, B and C) as the in-flight budget counts them.
-constexpr uint64_t kFlowJobBytes = 3 * 16 * 16 * 4;
+// A job's claim on the in-flight budget: A, B and C, and the bookkeeping.
+constexpr uint64_t kFlowJobBytes = 3 * 16 * 16 * 4 + kJobBookkeepingBytes;
 
 // Room for three 16^3 jobs in flight, and two in the queue.
 class FlowControlTest : public GemmStreamReactorTest {

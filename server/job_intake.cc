@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "server/client_identity.h"
 
 namespace gemm::server {
 
@@ -16,6 +17,7 @@ JobIntake::Call JobIntake::CallOf(grpc::CallbackServerContext* context) {
     call.deadline = absl::FromChrono(deadline);
   }
   call.cancelled = [context] { return context->IsCancelled(); };
+  call.share = shares_.ShareOf(ClientIdentityOfPeer(context->peer()));
   return call;
 }
 
@@ -24,7 +26,8 @@ JobIntake::JobIntake(const Options& options, Executor* executor,
     : options_(options),
       executor_(executor),
       scheduler_(scheduler),
-      budget_(options.limits.max_inflight_bytes, [this] { NotifyCapacity(); }) {
+      budget_(options.limits.max_inflight_bytes, [this] { NotifyCapacity(); }),
+      shares_(options.client_shares) {
   wake_thread_ = std::thread([this] { WakeLoop(); });
 }
 
@@ -42,30 +45,33 @@ absl::StatusOr<JobSpec> JobIntake::Validate(
 }
 
 absl::StatusOr<std::shared_ptr<GemmJob>> JobIntake::Allocate(
-    const JobSpec& spec) {
+    const JobSpec& spec, const std::shared_ptr<ClientShare>& share) {
   InflightBudget::Reservation reservation;
-  RETURN_IF_ERROR(budget_.Reserve(spec.problem.total_bytes(), &reservation));
+  RETURN_IF_ERROR(
+      budget_.Reserve(JobClaimBytes(spec.problem), &reservation, share));
   return std::make_shared<GemmJob>(spec, std::move(reservation),
                                    options_.host_allocator);
 }
 
 absl::StatusOr<std::shared_ptr<GemmJob>> JobIntake::AdmitComplete(
     const v1::GemmParams& params, const wire::Pieces& a, const wire::Pieces& b,
-    const wire::Pieces& c, absl::string_view operand_error_prefix) {
+    const wire::Pieces& c, absl::string_view operand_error_prefix,
+    const std::shared_ptr<ClientShare>& share) {
   ASSIGN_OR_RETURN(JobSpec spec, Validate(params));
-  return AdmitComplete(spec, a, b, c, operand_error_prefix);
+  return AdmitComplete(spec, a, b, c, operand_error_prefix, share);
 }
 
 absl::StatusOr<std::shared_ptr<GemmJob>> JobIntake::AdmitComplete(
     const JobSpec& spec, const wire::Pieces& a, const wire::Pieces& b,
-    const wire::Pieces& c, absl::string_view operand_error_prefix) {
+    const wire::Pieces& c, absl::string_view operand_error_prefix,
+    const std::shared_ptr<ClientShare>& share) {
   absl::Status sizes = CheckOperandBytes(spec.problem, a.size, b.size, c.size);
   if (!sizes.ok()) {
     if (operand_error_prefix.empty()) return sizes;
     return absl::Status(sizes.code(),
                         absl::StrCat(operand_error_prefix, sizes.message()));
   }
-  ASSIGN_OR_RETURN(std::shared_ptr<GemmJob> job, Allocate(spec));
+  ASSIGN_OR_RETURN(std::shared_ptr<GemmJob> job, Allocate(spec, share));
   // The one copy of an operand byte on the server: from gRPC's slices into
   // the job's (pinned) storage.
   a.CopyTo(reinterpret_cast<char*>(job->a()));

@@ -14,8 +14,10 @@
 // Thread-safety: thread-safe; gRPC calls it from its own threads.
 //
 //   JobIntake intake(options, &executor, &scheduler);
-//   ASSIGN_OR_RETURN(auto job, intake.AdmitComplete(params, {a, b, c}));
-//   RETURN_IF_ERROR(intake.Submit(job, JobIntake::CallOf(context), done));
+//   JobIntake::Call call = intake.CallOf(context);
+//   ASSIGN_OR_RETURN(auto job, intake.AdmitComplete(params, a, b, c, "",
+//                                                   call.share));
+//   RETURN_IF_ERROR(intake.Submit(job, call, done));
 #ifndef GEMM_SERVER_JOB_INTAKE_H_
 #define GEMM_SERVER_JOB_INTAKE_H_
 
@@ -35,6 +37,7 @@
 #include "proto/gemm.pb.h"
 #include "proto/wire_codec.h"
 #include "server/batch_scheduler.h"
+#include "server/client_shares.h"
 #include "server/executor.h"
 #include "server/gemm_job.h"
 #include "server/job_counts.h"
@@ -49,6 +52,9 @@ class JobIntake {
     // Host storage of new jobs (pinned memory on the CUDA backend); must
     // outlive the intake. Default nullptr: the heap.
     HostAllocator* host_allocator = nullptr;
+    // Each client's part of the budget and of the jobs (client_shares.h).
+    // Default: no per-client limits.
+    ClientShares::Options client_shares;
   };
 
   // What a job takes from the RPC that brought it.
@@ -58,10 +64,13 @@ class JobIntake {
     // Polled by the scheduler; true once the caller went away. Default
     // empty: never.
     std::function<bool()> cancelled;
+    // The caller's share (client_shares.h). Default null: no per-client
+    // limit.
+    std::shared_ptr<ClientShare> share;
   };
-  // The deadline and cancellation of a gRPC call; `context` must outlive
-  // the jobs submitted with the result.
-  static Call CallOf(grpc::CallbackServerContext* context);
+  // The deadline, cancellation and client share of a gRPC call; `context`
+  // must outlive the jobs submitted with the result.
+  Call CallOf(grpc::CallbackServerContext* context);
 
   // `executor` and `scheduler` must outlive the intake.
   JobIntake(const Options& options, Executor* executor,
@@ -71,9 +80,11 @@ class JobIntake {
   // Validates `params` and resolves the kernel: the job's spec.
   absl::StatusOr<JobSpec> Validate(const v1::GemmParams& params) const;
 
-  // Claims `spec`'s bytes from the in-flight budget and allocates the job's
-  // (uninitialized) host storage.
-  absl::StatusOr<std::shared_ptr<GemmJob>> Allocate(const JobSpec& spec);
+  // Claims `spec`'s bytes (JobClaimBytes) from the in-flight budget and from
+  // `share` (when not null), and allocates the job's (uninitialized) host
+  // storage.
+  absl::StatusOr<std::shared_ptr<GemmJob>> Allocate(
+      const JobSpec& spec, const std::shared_ptr<ClientShare>& share = nullptr);
 
   // A job whose params and operands all arrived in one message: Validate,
   // check the operand byte counts, Allocate and copy the operands in (C
@@ -83,11 +94,13 @@ class JobIntake {
   absl::StatusOr<std::shared_ptr<GemmJob>> AdmitComplete(
       const v1::GemmParams& params, const wire::Pieces& a,
       const wire::Pieces& b, const wire::Pieces& c,
-      absl::string_view operand_error_prefix = "");
+      absl::string_view operand_error_prefix = "",
+      const std::shared_ptr<ClientShare>& share = nullptr);
   // The same for params already validated into `spec`.
   absl::StatusOr<std::shared_ptr<GemmJob>> AdmitComplete(
       const JobSpec& spec, const wire::Pieces& a, const wire::Pieces& b,
-      const wire::Pieces& c, absl::string_view operand_error_prefix = "");
+      const wire::Pieces& c, absl::string_view operand_error_prefix = "",
+      const std::shared_ptr<ClientShare>& share = nullptr);
 
   // Attaches `call`'s deadline and cancellation and `done` to a job whose
   // operands are all in place, marks it ready and queues it. On an error
@@ -119,12 +132,14 @@ class JobIntake {
 
   const ServiceLimits& limits() const { return options_.limits; }
   const InflightBudget& budget() const { return budget_; }
+  ClientShares& shares() { return shares_; }
 
  private:
   const Options options_;
   Executor* const executor_;
   BatchScheduler* const scheduler_;
   InflightBudget budget_;
+  ClientShares shares_;
   JobCounts counts_;
 
   // Runs wakes, one epoch at a time.

@@ -82,7 +82,7 @@ TEST_F(JobIntakeTest, AdmitsCopiesAndRunsACompleteJob) {
                                     PiecesOf(b), PiecesOf(c));
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ((*job)->kernel(), "cpu");
-  EXPECT_EQ(intake_->budget().used(), problem.total_bytes());
+  EXPECT_EQ(intake_->budget().used(), JobClaimBytes(problem));
   Outcome outcome;
   ASSERT_TRUE(intake_->Submit(*job, JobIntake::Call(), Record(&outcome)).ok());
   job->reset();
@@ -133,7 +133,7 @@ TEST_F(JobIntakeTest, ErrorsNameTheirField) {
 
 TEST_F(JobIntakeTest, AFullBudgetIsUnavailable) {
   JobIntake::Options options;
-  options.limits.max_inflight_bytes = 100;
+  options.limits.max_inflight_bytes = 2 * (48 + kJobBookkeepingBytes) + 4;
   scheduler_->Stop();
   Start(options);
   JobSpec spec{.problem = {2, 2, 2}, .kernel = "cpu"};  // 48 bytes

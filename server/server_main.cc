@@ -36,6 +36,11 @@ int RunServerMain(int argc, char** argv,
   double max_queue_delay_us = 0;
   double shutdown_grace_s = 30;
   double drain_delay_s = 5;
+  // One client, running at its limits, leaves three quarters of the budget
+  // to the others.
+  double client_inflight_share = 0.25;
+  options.limits.max_client_jobs = 4096;
+  options.limits.max_open_jobs_per_stream = 256;
   double job_stall_timeout_s =
       absl::ToDoubleSeconds(options.limits.job_stall_timeout);
   double max_connection_idle_s =
@@ -71,6 +76,19 @@ int RunServerMain(int argc, char** argv,
                  "bytes of all accepted, unfinished jobs; beyond it new jobs "
                  "get UNAVAILABLE")
       ->capture_default_str();
+  app.add_option("--client-inflight-share", client_inflight_share,
+                 "part of --max-inflight-bytes one client (address) may hold "
+                 "(1: no per-client limit)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--max-client-jobs", options.limits.max_client_jobs,
+                 "jobs one client may hold, declared and not yet answered (0: "
+                 "no limit)")
+      ->capture_default_str();
+  app.add_option("--max-open-jobs-per-stream",
+                 options.limits.max_open_jobs_per_stream,
+                 "jobs of one stream being received at once (0: no limit)")
+      ->capture_default_str();
   app.add_option("--max-message-bytes", options.limits.max_message_bytes,
                  "largest gRPC message received or sent (a unary result "
                  "included)")
@@ -98,6 +116,14 @@ int RunServerMain(int argc, char** argv,
                  "calls open at once on one connection; more wait for a slot "
                  "(0: no limit)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--max-connections", options.max_connections,
+                 "connections open at once; more are closed when accepted "
+                 "(0: no cap but the open-file limit's)")
+      ->capture_default_str();
+  app.add_option("--max-client-connections", options.max_connections_per_client,
+                 "connections open at once from one client address (0: no "
+                 "cap)")
       ->capture_default_str();
   app.add_option("--max-metadata-bytes", options.max_metadata_bytes,
                  "largest request metadata (headers) (0: gRPC's 8 KiB)")
@@ -205,6 +231,14 @@ int RunServerMain(int argc, char** argv,
   }
   options.batching.max_queue_delay = absl::Microseconds(max_queue_delay_us);
   options.limits.job_stall_timeout = absl::Seconds(job_stall_timeout_s);
+  // A share always holds the largest job.
+  options.limits.max_client_inflight_bytes =
+      client_inflight_share >= 1.0
+          ? 0
+          : std::max<uint64_t>(
+                static_cast<uint64_t>(client_inflight_share *
+                                      options.limits.max_inflight_bytes),
+                options.limits.max_job_bytes + kJobBookkeepingBytes);
   options.max_connection_idle = absl::Seconds(max_connection_idle_s);
   options.max_connection_age = absl::Seconds(max_connection_age_s);
   options.max_connection_age_grace = absl::Seconds(max_connection_age_grace_s);

@@ -129,9 +129,9 @@ void StreamSession::HandleWholeJob() {
   }
   // One copy of each operand into the job's (pinned) storage, no
   // reassembly.
-  absl::StatusOr<std::shared_ptr<GemmJob>> job =
-      intake_->AdmitComplete(whole.params(), message_.job_a, message_.job_b,
-                             message_.job_c, absl::StrCat("job_id ", id, ": "));
+  absl::StatusOr<std::shared_ptr<GemmJob>> job = intake_->AdmitComplete(
+      whole.params(), message_.job_a, message_.job_b, message_.job_c,
+      absl::StrCat("job_id ", id, ": "), call_.share);
   if (!job.ok()) {
     if (MayWait(job.status(), /*needs_budget=*/true)) {
       waiting_ = true;
@@ -155,12 +155,24 @@ void StreamSession::BreakOnReopen(uint64_t id, const char* field) {
 
 bool StreamSession::StartJob(uint64_t id, bool ended) {
   const v1::GemmParams& params = message_.header.params();
+  if (options_.max_open_jobs > 0 &&
+      receiving_.size() >= options_.max_open_jobs) {
+    FailJob(id,
+            absl::ResourceExhaustedError(
+                absl::StrCat("job_id ", id, ": ", receiving_.size(),
+                             " jobs of this stream are being received already "
+                             "(--max-open-jobs-per-stream ",
+                             options_.max_open_jobs, "); end some first")),
+            ended);
+    return true;
+  }
   absl::StatusOr<JobSpec> spec = intake_->Validate(params);
   if (!spec.ok()) {
     FailJob(id, spec.status(), ended);
     return true;
   }
-  absl::StatusOr<std::shared_ptr<GemmJob>> job = intake_->Allocate(*spec);
+  absl::StatusOr<std::shared_ptr<GemmJob>> job =
+      intake_->Allocate(*spec, call_.share);
   if (!job.ok()) {
     if (MayWait(job.status(), /*needs_budget=*/true)) return false;
     FailJob(id, job.status(), ended);

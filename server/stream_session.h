@@ -67,6 +67,9 @@ class StreamSession {
     // A job being received that gets no data for this long fails with
     // DEADLINE_EXCEEDED (ExpireStalled()). Default 30 s; zero: never.
     absl::Duration stall_timeout = absl::Seconds(30);
+    // Jobs being received at once; a job declared past it fails with
+    // RESOURCE_EXHAUSTED. Default 0: no limit.
+    uint64_t max_open_jobs = 0;
   };
 
   // What the caller does after a message.

@@ -77,7 +77,7 @@ struct Server {
     // Room for a few of the largest jobs (4 x 4 x 4: 192 bytes).
     options.limits.max_dim = 4;
     options.limits.max_job_bytes = 600;
-    options.limits.max_inflight_bytes = 600;
+    options.limits.max_inflight_bytes = 600 + kJobBookkeepingBytes;
     options.limits.result_chunk_bytes = 24;
     intake =
         std::make_unique<JobIntake>(options, executor.get(), scheduler.get());

@@ -42,7 +42,31 @@ struct ServiceLimits {
   // with DEADLINE_EXCEEDED and gives back its budget, so that jobs declared
   // and never sent cannot hold the budget. Default 30 s; zero: never.
   absl::Duration job_stall_timeout = absl::Seconds(30);
+  // One client's (its address's) part of max_inflight_bytes, in bytes:
+  // what its jobs (counted from declaration to the answer sent) may hold.
+  // Default 0: no per-client limit.
+  uint64_t max_client_inflight_bytes = 0;
+  // Jobs one client may hold, from declaration to the answer sent. Default
+  // 0: no per-client limit.
+  uint64_t max_client_jobs = 0;
+  // Jobs of one stream being received at once (declared, not yet
+  // complete); past it a new job fails with RESOURCE_EXHAUSTED. Default 0:
+  // no limit.
+  uint64_t max_open_jobs_per_stream = 0;
 };
+
+// What a job costs the server beyond its matrices (the job and its entries
+// in the call's tables; measured at about 620 bytes), claimed from the
+// in-flight budget with them, so that a flood of tiny jobs is bounded too.
+inline constexpr uint64_t kJobBookkeepingBytes = 1024;
+
+// The in-flight budget a job of `problem` claims: its bytes (saturated)
+// plus the bookkeeping.
+uint64_t JobClaimBytes(const GemmProblem& problem);
+
+// Whether the limits agree with each other: the largest job's claim must
+// fit in the whole budget and in one client's share.
+absl::Status CheckLimits(const ServiceLimits& limits);
 
 // Text from a client, quoted for a status message: at most `max_bytes` of
 // it, and its length when cut ("'xxxx...' (100000 bytes)"), so that an error

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,11 +63,12 @@ absl::Status ServerProcess::Start() {
   const std::string binary = override_binary != nullptr && binary_ == kServer
                                  ? std::string(override_binary)
                                  : RunfilePath(binary_);
-  std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0",
-                                   "--port-file", port_file_};
+  std::vector<std::string> args = {binary, "--port-file", port_file_};
   auto has_flag = [this](const char* flag) {
     return std::find(flags_.begin(), flags_.end(), flag) != flags_.end();
   };
+  if (!has_flag("--listen"))
+    args.insert(args.end(), {"--listen", "127.0.0.1:0"});
   if (!has_flag("--log-level"))
     args.insert(args.end(), {"--log-level", "warn"});
   if (!has_flag("--drain-delay-s")) {
@@ -83,6 +85,11 @@ absl::Status ServerProcess::Start() {
       dup2(log, 1);
       dup2(log, 2);
       close(log);
+    }
+    if (open_file_limit_ > 0) {
+      const rlimit limit = {static_cast<rlim_t>(open_file_limit_),
+                            static_cast<rlim_t>(open_file_limit_)};
+      if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(126);
     }
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -108,6 +115,10 @@ absl::Status ServerProcess::Start() {
 
 std::string ServerProcess::address() const {
   return absl::StrCat("127.0.0.1:", port_);
+}
+
+std::string ServerProcess::address_v6() const {
+  return absl::StrCat("[::1]:", port_);
 }
 
 void ServerProcess::Signal(int signal) {

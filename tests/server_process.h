@@ -39,6 +39,13 @@ class ServerProcess {
   absl::Status Start();
   // "127.0.0.1:PORT".
   std::string address() const;
+  // "[::1]:PORT": another client address than address()'s, for a server
+  // started with "--listen", "[::]:0" (which takes IPv4 and IPv6).
+  std::string address_v6() const;
+  // Starts the server with this open-file limit, soft and hard, so that it
+  // cannot raise it. Default 0: the test's own.
+  void set_open_file_limit(int limit) { open_file_limit_ = limit; }
+  int port() const { return port_; }
   pid_t pid() const { return pid_; }
   // Sends `signal` without waiting.
   void Signal(int signal);
@@ -56,6 +63,7 @@ class ServerProcess {
   std::string port_file_;
   std::string log_file_;
   pid_t pid_ = -1;
+  int open_file_limit_ = 0;
   int port_ = 0;
 };
 

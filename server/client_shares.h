@@ -1,0 +1,81 @@
+// ClientShares: each client's part of what the server holds for it, so that
+// one client running at its limit leaves room for the others. A client is
+// its address (client_identity.h). Its share counts the bytes of its jobs
+// in flight (the in-flight budget's bytes) and the jobs themselves, from
+// the moment a job is declared until its answer has been sent (results
+// waiting to be read count).
+//
+// Thread-safety: thread-safe.
+//
+//   ClientShares shares({.max_bytes_per_client = 2 << 30});
+//   std::shared_ptr<ClientShare> share = shares.ShareOf("10.0.0.7");
+//   RETURN_IF_ERROR(share->Take(bytes));  ...  share->Give(bytes);
+#ifndef GEMM_SERVER_CLIENT_SHARES_H_
+#define GEMM_SERVER_CLIENT_SHARES_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+
+namespace gemm::server {
+
+// One client's use. Shared by its calls and its jobs' budget claims.
+class ClientShare {
+ public:
+  // A limit of 0 is no limit.
+  ClientShare(std::string client, uint64_t max_bytes, uint64_t max_jobs);
+
+  // Takes `bytes` and one job; UNAVAILABLE, naming the share, when either
+  // would pass its limit (the client must wait for its own jobs).
+  absl::Status Take(uint64_t bytes);
+  // Gives back what one Take(`bytes`) took.
+  void Give(uint64_t bytes);
+
+  const std::string& client() const { return client_; }
+  uint64_t bytes() const;
+  uint64_t jobs() const;
+
+ private:
+  const std::string client_;
+  const uint64_t max_bytes_;
+  const uint64_t max_jobs_;
+  mutable absl::Mutex mu_;
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t jobs_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class ClientShares {
+ public:
+  struct Options {
+    // Bytes of jobs in flight one client may hold. Default 0: no limit but
+    // the whole budget.
+    uint64_t max_bytes_per_client = 0;
+    // Jobs one client may hold (declared and not yet answered). Default 0:
+    // no limit.
+    uint64_t max_jobs_per_client = 0;
+  };
+
+  explicit ClientShares(const Options& options) : options_(options) {}
+
+  // The share of `client`, one object as long as any call or job holds it.
+  std::shared_ptr<ClientShare> ShareOf(const std::string& client);
+  // Clients with a share alive.
+  size_t clients();
+
+  const Options& options() const { return options_; }
+
+ private:
+  const Options options_;
+  absl::Mutex mu_;
+  std::map<std::string, std::weak_ptr<ClientShare>> shares_
+      ABSL_GUARDED_BY(mu_);
+  size_t next_sweep_at_ ABSL_GUARDED_BY(mu_) = 64;
+};
+
+}  // namespace gemm::server
+
+#endif  // GEMM_SERVER_CLIENT_SHARES_H_

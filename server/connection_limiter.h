@@ -1,0 +1,91 @@
+// ConnectionLimiter: bounds the connections the server holds, in all and
+// per client (ClientIdentityOfSocket), for the server's own acceptor
+// (tcp_acceptor.h), which closes a refused connection at once.
+//
+// A connection is refused when the client already holds
+// max_connections_per_client, when max_connections are open, or when its
+// descriptor number reaches the open-file limit less a reserve: the kernel
+// hands out the lowest free descriptor, so a high number means the table is
+// nearly full, and the reserve keeps descriptors free for everything else
+// the process opens.
+//
+// A closed connection is noticed lazily: each known socket's descriptor is
+// checked (fstat, by inode) when a limit is reached, when the list has
+// doubled since the last look, and on Sweep() and open().
+//
+// Thread-safety: thread-safe.
+//
+//   ConnectionLimiter limiter({.max_connections = 4096});
+//   if (!limiter.Admit(fd)) close(fd);
+//   limiter.Sweep();  // now and then, for open()
+#ifndef GEMM_SERVER_CONNECTION_LIMITER_H_
+#define GEMM_SERVER_CONNECTION_LIMITER_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+
+namespace gemm::server {
+
+class ConnectionLimiter {
+ public:
+  struct Options {
+    // Open connections at most, from all clients. Default 0: no cap but the
+    // descriptor limit's.
+    size_t max_connections = 0;
+    // Open connections at most from one client. Default 0: no cap.
+    size_t max_connections_per_client = 0;
+    // Descriptors kept free under RLIMIT_NOFILE's soft limit (read when the
+    // limiter is made) for everything but connections. Default 0: a quarter
+    // of the limit, at most 256.
+    size_t reserved_descriptors = 0;
+  };
+
+  explicit ConnectionLimiter(const Options& options);
+
+  // Decides on a socket just accepted: true to serve it, false when a limit
+  // refuses it (the caller closes it). Logs refusals, rate-limited.
+  bool Admit(int fd);
+  // Forgets the connections whose sockets have been closed.
+  void Sweep();
+
+  // Connections open now (sweeps first).
+  size_t open();
+  // Connections refused so far.
+  uint64_t refused() const;
+  // The descriptor number from which connections are refused.
+  size_t descriptor_ceiling() const { return descriptor_ceiling_; }
+
+ private:
+  struct Connection {
+    int fd;
+    dev_t device;
+    ino_t inode;
+    std::string client;
+  };
+
+  // Drops the connections whose descriptors no longer hold their socket.
+  void SweepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why `fd` from `client` is refused; empty when it is not.
+  std::string RefusalLocked(int fd, const std::string& client) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  const size_t reserve_;
+  const size_t descriptor_ceiling_;
+  mutable absl::Mutex mu_;
+  std::vector<Connection> connections_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, size_t> per_client_ ABSL_GUARDED_BY(mu_);
+  uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t next_sweep_at_ ABSL_GUARDED_BY(mu_) = 64;
+};
+
+}  // namespace gemm::server
+
+#endif  // GEMM_SERVER_CONNECTION_LIMITER_H_

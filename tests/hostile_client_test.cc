@@ -1,0 +1,263 @@
+// Issue 12: one client cannot take the server down. Each test attacks a real
+// gemm-server process the way a hostile client would and checks that the
+// server bounds what the attack makes it hold, or that another client is
+// still served.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/gemm.grpc.pb.h"
+#include "tests/server_process.h"
+
+namespace gemm {
+namespace {
+
+using testing::ServerProcess;
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+// A field of /proc/PID/status in bytes ("VmRSS", "VmHWM"); 0 if absent.
+uint64_t ProcStatusBytes(pid_t pid, const std::string& field) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field + ":", 0) != 0) continue;
+    std::istringstream fields(line.substr(field.size() + 1));
+    uint64_t kib = 0;
+    fields >> kib;
+    return kib << 10;
+  }
+  return 0;
+}
+
+v1::GemmRequest Request(uint32_t m, uint32_t n, uint32_t k,
+                        const std::string& kernel = "auto") {
+  v1::GemmRequest request;
+  v1::GemmParams* params = request.mutable_params();
+  params->set_m(m);
+  params->set_n(n);
+  params->set_k(k);
+  params->set_alpha(1);
+  params->set_kernel(kernel);
+  std::vector<float> a(uint64_t{m} * k, 0.5f), b(uint64_t{k} * n, 0.25f);
+  request.set_a(a.data(), 4 * a.size());
+  request.set_b(b.data(), 4 * b.size());
+  return request;
+}
+
+// Plain TCP connections to 127.0.0.1:`port`, held open.
+std::vector<int> ConnectMany(int port, int count) {
+  std::vector<int> fds;
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int i = 0; i < count; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) break;
+    if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) !=
+        0) {
+      close(fd);
+      break;
+    }
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
+// Info on a new connection to `target`.
+grpc::Status CallInfo(const std::string& target) {
+  auto stub = v1::GemmService::NewStub(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+  v1::InfoRequest request;
+  v1::InfoResponse response;
+  return stub->Info(&context, request, &response);
+}
+
+// 400 connections under an open-file limit of 256 made gRPC's accept4()
+// fail with EMFILE once, after which the listener never accepted again:
+// the server lived on, unreachable.
+TEST(ConnectionTest, TheListenerOutlivesAFloodOfConnections) {
+  ServerProcess server({"--listen", "[::]:0", "--max-client-connections", "100",
+                        "--log-level", "info"});
+  server.set_open_file_limit(256);
+  ASSERT_TRUE(server.Start().ok());
+  ASSERT_TRUE(CallInfo(server.address()).ok());
+  std::vector<int> flood = ConnectMany(server.port(), 400);
+  EXPECT_EQ(flood.size(), 400u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The flood came from 127.0.0.1; [::1] is another client.
+  const grpc::Status during = CallInfo(server.address_v6());
+  EXPECT_TRUE(during.ok()) << "another client during the flood: "
+                           << during.error_message();
+  for (int fd : flood) close(fd);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const grpc::Status after = CallInfo(server.address());
+  EXPECT_TRUE(after.ok()) << "after the flood: " << after.error_message();
+  EXPECT_NE(server.Log().find("refused a connection from 127.0.0.1"),
+            std::string::npos)
+      << server.Log();
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+v1::StreamRequest Declare(uint64_t id, uint32_t m, uint32_t n, uint32_t k) {
+  v1::StreamRequest request;
+  request.set_job_id(id);
+  v1::GemmParams* params = request.mutable_params();
+  params->set_m(m);
+  params->set_n(n);
+  params->set_k(k);
+  params->set_alpha(1);
+  return request;
+}
+
+// Jobs of 64^3 on a new connection to `target`, one at a time, each with a
+// 5 s deadline; the number that succeeded.
+int VictimJobs(const std::string& target, int jobs) {
+  auto stub = v1::GemmService::NewStub(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  int ok = 0;
+  for (int i = 0; i < jobs; ++i) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(5));
+    v1::GemmResponse response;
+    const grpc::Status status =
+        stub->Gemm(&context, Request(64, 64, 64), &response);
+    if (status.ok() && response.c().size() == 64 * 64 * 4) {
+      ++ok;
+    } else {
+      ADD_FAILURE() << "victim job " << i << ": " << status.error_code() << " "
+                    << status.error_message();
+    }
+  }
+  return ok;
+}
+
+// Seven params-only stream messages of under 30 bytes each once reserved
+// all 8 GiB of the in-flight budget, and every other client's job got
+// UNAVAILABLE for as long as the stream stayed open. Now a client holds at
+// most its share (a quarter of the budget by default).
+TEST(ClientShareTest, JobsDeclaredAndNeverSentLeaveOtherClientsServed) {
+  ServerProcess server({"--listen", "[::]:0"});
+  ASSERT_TRUE(server.Start().ok());
+  auto stub = v1::GemmService::NewStub(grpc::CreateChannel(
+      server.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->GemmStream(&context);
+  // Four 13000^3 jobs (2.03 GB each), one of 6310^3 and one of 108^3 leave
+  // 1,424 bytes of the 8 GiB, less than a 64^3 job.
+  uint64_t id = 0;
+  for (uint32_t size : {13000, 13000, 13000, 13000, 6310, 108}) {
+    ASSERT_TRUE(stream->Write(Declare(++id, size, size, size)));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(VictimJobs(server.address_v6(), 3), 3);
+  context.TryCancel();
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+// Four jobs of 23170 x 23170 x 0 in 76 bytes asked for 8.4 GB of results
+// at once, and another client's jobs missed their deadlines while the
+// results were zeroed. A job's result counts against its client's share
+// before it runs, so the client's jobs run one at a time. (Scaled down:
+// 5792 x 5792 x 0, 128 MiB of result each, in a budget that four fill.)
+TEST(ClientShareTest, ResultsFarLargerThanTheirRequestCountBeforeTheyRun) {
+  // Room for the four results and 1,000 bytes, less than a 64^3 job.
+  constexpr uint64_t kResult = uint64_t{5792} * 5792 * 4;
+  ServerProcess server({"--listen", "[::]:0", "--max-inflight-bytes",
+                        std::to_string(4 * (kResult + 1024) + 1000),
+                        "--max-job-bytes", std::to_string(kResult),
+                        "--max-message-bytes",
+                        std::to_string(kResult + (1 << 20))});
+  ASSERT_TRUE(server.Start().ok());
+  auto stub = v1::GemmService::NewStub(grpc::CreateChannel(
+      server.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->GemmStream(&context);
+  // Their results are never read: they hold their bytes.
+  for (uint64_t id = 1; id <= 4; ++id) {
+    v1::StreamRequest whole;
+    whole.set_job_id(id);
+    *whole.mutable_job()->mutable_params() =
+        Declare(id, 5792, 5792, 0).params();
+    whole.mutable_job()->mutable_params()->set_inline_result_max_bytes(0);
+    ASSERT_TRUE(stream->Write(whole));
+  }
+  EXPECT_EQ(VictimJobs(server.address_v6(), 3), 3);
+  context.TryCancel();
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+// Reads JobEnds from `stream` until `count` have come; their codes by id.
+std::map<uint64_t, std::pair<int, std::string>> ReadEnds(
+    grpc::ClientReaderWriter<v1::StreamRequest, v1::StreamResponse>* stream,
+    size_t count) {
+  std::map<uint64_t, std::pair<int, std::string>> ends;
+  v1::StreamResponse response;
+  while (ends.size() < count && stream->Read(&response)) {
+    if (!response.has_end()) continue;
+    ends[response.job_id()] = {response.end().code(), response.end().message()};
+  }
+  return ends;
+}
+
+// 2,000,000 tiny jobs opened and never ended on one stream took 1.23 GB.
+// A stream may have --max-open-jobs-per-stream jobs being received, and a
+// client --max-client-jobs jobs in all.
+TEST(ClientShareTest, OpenJobsArePerStreamAndPerClientBounded) {
+  ServerProcess server({"--listen", "[::]:0", "--max-open-jobs-per-stream", "4",
+                        "--max-client-jobs", "6"});
+  ASSERT_TRUE(server.Start().ok());
+  auto stub = v1::GemmService::NewStub(grpc::CreateChannel(
+      server.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext first_context;
+  auto first = stub->GemmStream(&first_context);
+  for (uint64_t id = 1; id <= 5; ++id) {
+    ASSERT_TRUE(first->Write(Declare(id, 1, 1, 1)));
+  }
+  auto ends = ReadEnds(first.get(), 1);
+  ASSERT_EQ(ends.count(5), 1u);
+  EXPECT_EQ(ends[5].first, grpc::RESOURCE_EXHAUSTED);
+  EXPECT_NE(ends[5].second.find("--max-open-jobs-per-stream 4"),
+            std::string::npos)
+      << ends[5].second;
+  // A second stream of the same client: two more jobs reach the client's
+  // six, the third is turned away.
+  grpc::ClientContext second_context;
+  auto second = stub->GemmStream(&second_context);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    ASSERT_TRUE(second->Write(Declare(id, 1, 1, 1)));
+  }
+  ends = ReadEnds(second.get(), 1);
+  ASSERT_EQ(ends.count(3), 1u);
+  EXPECT_EQ(ends[3].first, grpc::UNAVAILABLE);
+  EXPECT_NE(ends[3].second.find("--max-client-jobs"), std::string::npos)
+      << ends[3].second;
+  // Another client is served meanwhile.
+  EXPECT_EQ(VictimJobs(server.address_v6(), 2), 2);
+  first_context.TryCancel();
+  second_context.TryCancel();
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+}  // namespace
+}  // namespace gemm
