@@ -202,6 +202,15 @@ class ConnClosed(Exception):
     pass
 
 
+async def first_of(*events, timeout=None):
+    """Waits until one of the asyncio.Events is set, or timeout."""
+    tasks = [asyncio.ensure_future(e.wait()) for e in events]
+    _, pending = await asyncio.wait(tasks, timeout=timeout,
+                                    return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+
+
 class Stream:
     """One HTTP/2 stream of an H2Conn, client side."""
 
@@ -370,20 +379,19 @@ class H2Conn:
                 st.send_window -= n
                 pos += n
                 sent += n
-                await self.drain()
+                if stop is not None:
+                    await self.drain_or_stop(stop)
+                else:
+                    await self.drain()
         return sent
 
     async def _wait_window(self, timeout, stop):
         """Waits for a WINDOW_UPDATE or SETTINGS; False on timeout or stop."""
         self.window_event.clear()
-        waits = [asyncio.ensure_future(self.window_event.wait())]
-        if stop is not None:
-            waits.append(asyncio.ensure_future(stop.wait()))
-        done, pending = await asyncio.wait(
-            waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        for task in pending:
-            task.cancel()
-        return waits[0] in done and not (stop is not None and stop.is_set())
+        await first_of(self.window_event,
+                       *([stop] if stop is not None else []), timeout=timeout)
+        return self.window_event.is_set() and not (stop is not None and
+                                                   stop.is_set())
 
     def close(self):
         if self.writer is not None and not self.closed:
@@ -895,17 +903,18 @@ async def attack_k0(ctx):
                                                     end_of_job=True))
                     for i in range(1, p["count"] + 1))
     await conn.send_data(st, [body], stop=ctx.stop, window_wait_s=10)
-    unary = [await unary_call(ctx.host, ctx.port, GEMM_PATH,
-                              w.gemm_request(params), timeout=10)
-             for _ in range(p["unary"]) if not ctx.stop.is_set()]
-    while len(times) < p["count"] and not ctx.stop.is_set() and \
-            not conn.closed:
-        try:
-            await asyncio.wait_for(ctx.stop.wait(), 0.2)
-        except asyncio.TimeoutError:
-            pass
+    unary_tasks = [asyncio.ensure_future(unary_call(
+        ctx.host, ctx.port, GEMM_PATH, w.gemm_request(params), timeout=10))
+        for _ in range(p["unary"])]
     await ctx.hold()
     conn.close()
+    unary = []
+    for task in unary_tasks:
+        if task.done():
+            unary.append(task.result())
+        else:
+            task.cancel()
+            unary.append((None, [], "no answer before release"))
     return ctx.result(
         job_dim=d, request_bytes=len(body) // max(1, p["count"]),
         result_bytes_per_job=4 * d * d, jobs=p["count"],
@@ -1090,9 +1099,11 @@ async def attack_bad_utf8(ctx):
                 st = conn.open_stream(GEMM_PATH)
                 conn.write(w.frame(w.DATA, w.END_STREAM, st.sid, request))
                 sent[0] += 1
-                await conn.drain()
-                await asyncio.wait_for(st.done.wait(), 10)
-            except (ConnClosed, asyncio.TimeoutError):
+                await conn.drain_or_stop(ctx.stop)
+                await first_of(st.done, ctx.stop, timeout=10)
+                if not st.done.is_set():
+                    return
+            except ConnClosed:
                 return
             conn.forget(st)
 
@@ -1450,6 +1461,11 @@ async def run_scenario(name, attacks, cfg, overrides, baseline):
     probe_after = await probes(cfg.client, port) if server.alive() else {
         "info_from_ipv6": {"ok": False, "error": "server not running"}}
     victim = await victim_task
+    # Once the victim is done: a server that still refuses is wedged.
+    probe_final = await probes(cfg.client, port) if server.alive() else {
+        "info_from_ipv6": {"ok": False, "error": "server not running"}}
+    probe_final["seconds_after_release"] = round(time.monotonic() -
+                                                 t_released, 1)
     log_after = server.log_bytes()
     status = read_proc_status(server.proc.pid)
     alive = server.alive()
@@ -1495,6 +1511,7 @@ async def run_scenario(name, attacks, cfg, overrides, baseline):
         "attack": results,
         "probe_during": probe_during,
         "probe_after": probe_after,
+        "probe_final": probe_final,
         "victim": victim,
     }
     if safety_abort:
@@ -1623,7 +1640,7 @@ def attacker_saw(s):
 
 
 def table(report):
-    rows = [("scenario", "peak MiB", "after/idle MiB", "info d/a", "victim "
+    rows = [("scenario", "peak MiB", "after/idle MiB", "info d/a/f", "victim "
              "sent/ok/fail/lost", "p99 ms (x)", "log KiB", "targets")]
     base = report.get("baseline") or {}
     base_p99 = base.get("victim", {}).get("latency_ms", {}).get("p99")
@@ -1639,12 +1656,12 @@ def table(report):
             "%s" % max(x for x in (srv["peak_rss_mib"], srv["vm_hwm_mib"], 0)
                        if x is not None),
             "%s/%s" % (srv["rss_after_mib"], srv["idle_rss_mib"]),
-            "%s/%s" % tuple("ok" if s["probe_" + w_].get("info_from_ipv6",
-                                                          {}).get("ok")
-                            else "NO" for w_ in ("during", "after")),
+            "/".join("ok" if s["probe_" + w_].get("info_from_ipv6",
+                                                   {}).get("ok")
+                     else "NO" for w_ in ("during", "after", "final")),
             "%s/%s/%s/%s" % (v.get("sent", "-"), v.get("ok", "-"),
                              v.get("failed", "-"), v.get("unanswered", "-")),
-            "%s (%s)" % (p99, ratio),
+            "%s (%s)" % ("-" if p99 is None else "%.1f" % p99, ratio),
             "%.0f" % (srv["log_bytes_attack"] / 1024),
             "%d/%d%s" % (passed, len(targets),
                          (" miss: " + ",".join(m.replace("victim_", "v_")
@@ -1748,7 +1765,8 @@ def main_run(args):
             s = await run_scenario(name, group, args, overrides,
                                    report["baseline"])
             report["scenarios"].append(s)
-            say("  %s" % table({"scenarios": [s]}).splitlines()[2])
+            say("  %s" % table({"baseline": report["baseline"],
+                                "scenarios": [s]}).splitlines()[3])
             with open(args.out, "w") as f:
                 json.dump(report, f, indent=1)
         missed = {s["scenario"]: [k for k, t in s["targets"].items()
