@@ -11,6 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "proto/wire_codec.h"
 #include "server/cpu_executor.h"
 #include "server/reflection_service.h"
@@ -85,7 +86,11 @@ absl::StatusOr<Backend> MakeBackend(const GemmServer::Options& options) {
 
 absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
     const Options& options) {
-  RETURN_IF_ERROR(CheckLimits(options.limits));
+  if (options.limits.max_job_bytes > options.limits.max_inflight_bytes) {
+    return absl::InvalidArgumentError(
+        "max_job_bytes must not exceed max_inflight_bytes: such a job could "
+        "never be admitted");
+  }
   // A chunk, or a result of a chunk's size inline in its JobEnd, must fit
   // in a message with its header.
   if (options.limits.result_chunk_bytes < 4 ||
@@ -197,6 +202,11 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   if (options.http2_max_frame_bytes > 0) {
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE,
                                options.http2_max_frame_bytes);
+  }
+  if (options.grpc_memory_bytes > 0) {
+    grpc::ResourceQuota quota("gemm-server");
+    quota.Resize(static_cast<size_t>(options.grpc_memory_bytes));
+    builder.SetResourceQuota(quota);
   }
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {

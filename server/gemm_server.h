@@ -77,6 +77,14 @@ class GemmServer {
     // Defaults 10000 and 256; 0: no cap but the descriptor limit's.
     size_t max_connections = 10000;
     size_t max_connections_per_client = 256;
+    // gRPC's resource quota, in bytes: what its transport may hold in
+    // buffers (a request still arriving, a read ahead of the service) before
+    // it reclaims memory: it closes idle connections and cancels streams
+    // with RESOURCE_EXHAUSTED ("Buffers full") until it is back under.
+    // gRPC 1.51 overcommits and picks the streams it cancels at random, so
+    // this is a brake on what the in-flight budget cannot see (partial
+    // messages), sized well above normal use. Default 2 GiB; 0: none.
+    uint64_t grpc_memory_bytes = uint64_t{2} << 30;
     // Largest metadata (headers) of a request, in bytes
     // (GRPC_ARG_MAX_METADATA_SIZE). Default 16 KiB; 0: gRPC's own (8 KiB).
     int max_metadata_bytes = 16 << 10;

@@ -1,5 +1,7 @@
 #include "server/gemm_service.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <memory>
 #include <utility>
@@ -50,8 +52,17 @@ GemmServiceImpl::GemmServiceImpl(const Options& options, Executor* executor,
   if (stall <= absl::ZeroDuration()) return;
   const absl::Duration period = std::min(absl::Seconds(1), stall / 4);
   sweeper_ = std::thread([this, period] {
+    absl::Time last_trim = absl::Now();
     while (!stop_sweeping_.WaitForNotificationWithTimeout(period)) {
-      streams_.ExpireStalled(absl::Now());
+      const absl::Time now = absl::Now();
+      streams_.ExpireStalled(now);
+      // Memory freed after a burst (or an attack) stays with the process
+      // under the allocator's 1 GiB trim threshold (process_tuning.h) and
+      // in gRPC's threads' arenas; give it back to the system every 10 s.
+      if (now - last_trim >= absl::Seconds(10)) {
+        malloc_trim(0);
+        last_trim = now;
+      }
     }
   });
 }

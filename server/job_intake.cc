@@ -1,5 +1,6 @@
 #include "server/job_intake.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -9,6 +10,19 @@
 #include "server/client_identity.h"
 
 namespace gemm::server {
+namespace {
+
+// A share always holds the largest job.
+ClientShares::Options SharesFor(const JobIntake::Options& options) {
+  ClientShares::Options shares = options.client_shares;
+  if (shares.max_bytes_per_client > 0) {
+    shares.max_bytes_per_client = std::max(
+        shares.max_bytes_per_client, LargestJobClaimBytes(options.limits));
+  }
+  return shares;
+}
+
+}  // namespace
 
 JobIntake::Call JobIntake::CallOf(grpc::CallbackServerContext* context) {
   Call call;
@@ -26,8 +40,10 @@ JobIntake::JobIntake(const Options& options, Executor* executor,
     : options_(options),
       executor_(executor),
       scheduler_(scheduler),
-      budget_(options.limits.max_inflight_bytes, [this] { NotifyCapacity(); }),
-      shares_(options.client_shares) {
+      budget_(std::max(options.limits.max_inflight_bytes,
+                       LargestJobClaimBytes(options.limits)),
+              [this] { NotifyCapacity(); }),
+      shares_(SharesFor(options)) {
   wake_thread_ = std::thread([this] { WakeLoop(); });
 }
 

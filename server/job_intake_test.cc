@@ -134,6 +134,7 @@ TEST_F(JobIntakeTest, ErrorsNameTheirField) {
 TEST_F(JobIntakeTest, AFullBudgetIsUnavailable) {
   JobIntake::Options options;
   options.limits.max_inflight_bytes = 2 * (48 + kJobBookkeepingBytes) + 4;
+  options.limits.max_job_bytes = 48;
   scheduler_->Stop();
   Start(options);
   JobSpec spec{.problem = {2, 2, 2}, .kernel = "cpu"};  // 48 bytes
@@ -145,6 +146,24 @@ TEST_F(JobIntakeTest, AFullBudgetIsUnavailable) {
             absl::StatusCode::kUnavailable);
   first->reset();
   EXPECT_TRUE(intake_->Allocate(spec).ok()) << "room again once a job ends";
+}
+
+// Each job claims 1 KiB of bookkeeping with its bytes; the budget and a
+// client's share still admit the largest job when they are its size.
+TEST_F(JobIntakeTest, TheLargestJobFitsABudgetAndAShareOfItsSize) {
+  JobIntake::Options options;
+  options.limits.max_inflight_bytes = 48;
+  options.limits.max_job_bytes = 48;
+  options.client_shares.max_bytes_per_client = 48;
+  scheduler_->Stop();
+  Start(options);
+  JobSpec spec{.problem = {2, 2, 2}, .kernel = "cpu"};  // 48 bytes
+  std::shared_ptr<ClientShare> share = intake_->shares().ShareOf("a");
+  auto first = intake_->Allocate(spec, share);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(share->bytes(), JobClaimBytes(spec.problem));
+  EXPECT_EQ(intake_->Allocate(spec).status().code(),
+            absl::StatusCode::kUnavailable);
 }
 
 TEST_F(JobIntakeTest, TheCallsDeadlineAndCancellationReachTheJob) {

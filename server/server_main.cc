@@ -125,6 +125,10 @@ int RunServerMain(int argc, char** argv,
                  "connections open at once from one client address (0: no "
                  "cap)")
       ->capture_default_str();
+  app.add_option("--grpc-memory-bytes", options.grpc_memory_bytes,
+                 "gRPC's resource quota: buffers its transport may hold "
+                 "before it cancels streams to get back under (0: none)")
+      ->capture_default_str();
   app.add_option("--max-metadata-bytes", options.max_metadata_bytes,
                  "largest request metadata (headers) (0: gRPC's 8 KiB)")
       ->check(CLI::NonNegativeNumber)
@@ -231,14 +235,13 @@ int RunServerMain(int argc, char** argv,
   }
   options.batching.max_queue_delay = absl::Microseconds(max_queue_delay_us);
   options.limits.job_stall_timeout = absl::Seconds(job_stall_timeout_s);
-  // A share always holds the largest job.
+  // Never below the largest job's claim (JobIntake raises it).
   options.limits.max_client_inflight_bytes =
       client_inflight_share >= 1.0
           ? 0
           : std::max<uint64_t>(
-                static_cast<uint64_t>(client_inflight_share *
-                                      options.limits.max_inflight_bytes),
-                options.limits.max_job_bytes + kJobBookkeepingBytes);
+                1, static_cast<uint64_t>(client_inflight_share *
+                                         options.limits.max_inflight_bytes));
   options.max_connection_idle = absl::Seconds(max_connection_idle_s);
   options.max_connection_age = absl::Seconds(max_connection_age_s);
   options.max_connection_age_grace = absl::Seconds(max_connection_age_grace_s);

@@ -134,25 +134,11 @@ uint64_t JobClaimBytes(const GemmProblem& problem) {
                                              : bytes + kJobBookkeepingBytes;
 }
 
-absl::Status CheckLimits(const ServiceLimits& limits) {
-  const uint64_t largest = limits.max_job_bytes + kJobBookkeepingBytes;
-  if (limits.max_job_bytes > limits.max_inflight_bytes - kJobBookkeepingBytes ||
-      limits.max_inflight_bytes < kJobBookkeepingBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_job_bytes (", limits.max_job_bytes, ") plus ",
-        kJobBookkeepingBytes,
-        " bytes of bookkeeping must fit in max_inflight_bytes (",
-        limits.max_inflight_bytes, "): such a job could never run"));
-  }
-  if (limits.max_client_inflight_bytes > 0 &&
-      limits.max_client_inflight_bytes < largest) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_client_inflight_bytes (", limits.max_client_inflight_bytes,
-        ") must hold max_job_bytes (", limits.max_job_bytes, ") plus ",
-        kJobBookkeepingBytes,
-        " bytes of bookkeeping: such a job could never run"));
-  }
-  return absl::OkStatus();
+uint64_t LargestJobClaimBytes(const ServiceLimits& limits) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  return limits.max_job_bytes > kMax - kJobBookkeepingBytes
+             ? kMax
+             : limits.max_job_bytes + kJobBookkeepingBytes;
 }
 
 }  // namespace gemm::server

@@ -64,9 +64,11 @@ inline constexpr uint64_t kJobBookkeepingBytes = 1024;
 // plus the bookkeeping.
 uint64_t JobClaimBytes(const GemmProblem& problem);
 
-// Whether the limits agree with each other: the largest job's claim must
-// fit in the whole budget and in one client's share.
-absl::Status CheckLimits(const ServiceLimits& limits);
+// The claim of the largest job the limits allow. The in-flight budget and
+// a client's share are never smaller (JobIntake raises them to it), so
+// that --max-job-bytes equal to --max-inflight-bytes still admits such a
+// job: the budget then holds its bookkeeping on top.
+uint64_t LargestJobClaimBytes(const ServiceLimits& limits);
 
 // Text from a client, quoted for a status message: at most `max_bytes` of
 // it, and its length when cut ("'xxxx...' (100000 bytes)"), so that an error

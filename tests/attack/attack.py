@@ -152,10 +152,12 @@ PARAMS = {
 
 SCALES = {
     # Driver settings per scale; every one is also a flag of `run`.
-    "ci": {"max_inflight_bytes": 256 * MiB, "hold_s": 6.0, "settle_s": 3.0,
+    "ci": {"max_inflight_bytes": 256 * MiB, "grpc_memory_bytes": 256 * MiB,
+           "hold_s": 6.0, "settle_s": 3.0,
            "idle_s": 1.0, "lead_s": 0.5, "victim_warmup_s": 1.0,
            "victim_rate": 200.0, "rss_safety_mib": 3072},
-    "full": {"max_inflight_bytes": 0, "hold_s": 30.0, "settle_s": 10.0,
+    "full": {"max_inflight_bytes": 0, "grpc_memory_bytes": 0,
+             "hold_s": 30.0, "settle_s": 10.0,
              "idle_s": 3.0, "lead_s": 1.0, "victim_warmup_s": 2.0,
              "victim_rate": 200.0, "rss_safety_mib": 0},
 }
@@ -1715,12 +1717,19 @@ def main_run(args):
             raise SystemExit("unknown attack %r; known: %s" %
                              (a, ", ".join(ATTACKS)))
     raise_own_nofile()
-    defaults = {"--shutdown-grace-s": "3", "--drain-delay-s": "0"}
+    # fd-flood's server has 256 descriptors (192 for connections): one
+    # client's connections are capped below that, as the defaults (256 of
+    # 10000) are below a server's usual limit.
+    defaults = {"--shutdown-grace-s": "3", "--drain-delay-s": "0",
+                "--max-client-connections": "128"}
     if args.max_inflight_bytes:
         defaults["--max-inflight-bytes"] = str(args.max_inflight_bytes)
-        # The server refuses a job limit above the budget.
+        # The largest job a quarter of the budget, as the defaults are (2 of
+        # 8 GiB), so that one client's share is a quarter too.
         defaults["--max-job-bytes"] = str(min(2 * GiB,
-                                              args.max_inflight_bytes))
+                                              args.max_inflight_bytes // 4))
+    if args.grpc_memory_bytes:
+        defaults["--grpc-memory-bytes"] = str(args.grpc_memory_bytes)
     extra = []
     for item in args.server_arg or []:
         extra += shlex.split(item)
@@ -1742,7 +1751,10 @@ def main_run(args):
         args.rss_bound = None  # known once a server has said its budget
         baseline = await run_scenario("baseline", [], args, overrides, None)
         info = baseline["server"]["info"]
-        args.rss_bound = (info["max_inflight_bytes"] +
+        # gRPC's buffers are bounded by its resource quota
+        # (--grpc-memory-bytes; the server's default is 2 GiB).
+        grpc_memory = args.grpc_memory_bytes or 2 * GiB
+        args.rss_bound = (info["max_inflight_bytes"] + grpc_memory +
                           args.rss_overhead_mib * MiB)
         report = {
             "tool": "tests/attack/attack.py",
@@ -1760,8 +1772,9 @@ def main_run(args):
                 "victim_unary_share", "victim_arg")},
             "bounds": {"rss_bound_mib": mib(args.rss_bound),
                        "rss_bound_rule": "max_inflight_bytes (%d MiB) + "
-                       "--rss-overhead-mib %d" % (mib(info[
-                           "max_inflight_bytes"]), args.rss_overhead_mib),
+                       "grpc_memory_bytes (%d MiB) + --rss-overhead-mib %d" % (
+                           mib(info["max_inflight_bytes"]), mib(grpc_memory),
+                           args.rss_overhead_mib),
                        "rss_return_mib": args.rss_return_mib,
                        "p99_factor": args.p99_factor,
                        "log_bytes_per_bad_request":
@@ -1867,8 +1880,12 @@ def main(argv=None):
     run.add_argument("--max-inflight-bytes", type=int,
                      help="the server's budget (ci 256 MiB; full: the "
                      "server's default)")
+    run.add_argument("--grpc-memory-bytes", type=int,
+                     help="the server's --grpc-memory-bytes (ci: 256 MiB; "
+                     "full: the server's default, 2 GiB)")
     run.add_argument("--rss-overhead-mib", type=int, default=512,
-                     help="rss_bound = max_inflight_bytes + this")
+                     help="rss_bound = max_inflight_bytes + "
+                     "grpc_memory_bytes + this")
     run.add_argument("--rss-return-mib", type=int, default=128,
                      help="after the attack RSS must be within idle + this")
     run.add_argument("--p99-factor", type=float, default=2.0)
