@@ -231,6 +231,34 @@ def table_soak(report, path):
     return lines
 
 
+def table_attack(report, path):
+    """tests/attack/attack.py's report: each attack against its targets."""
+    lines = ["| attack | server peak MiB (bound) | after / idle MiB | new connections during, after | "
+             "victim jobs ok / failed / lost | victim p99 ms (x unattacked) | targets missed |",
+             "|---|---:|---:|---|---:|---:|---|"]
+    for s in [report["baseline"]] + report["scenarios"]:
+        server, victim, t = s["server"], s["victim"], s["targets"]
+        yes = lambda probe: "yes" if (probe or {}).get("info_from_ipv6", {}).get("ok") else "**no**"
+        p99 = victim["latency_ms"]["p99"]
+        ratio = t.get("victim_p99_within_2x", {})
+        factor = (f" ({p99 / (ratio['bound_ms'] / report['bounds']['p99_factor']):.1f})"
+                  if ratio.get("bound_ms") else "")
+        missed = [k for k, v in t.items() if not v.get("pass", True)]
+        peak = server["peak_rss_mib"]
+        bound = t.get("rss_peak_within_bound", {}).get("bound_mib")
+        lines.append(
+            f"| {s['scenario']} | {peak:,.0f}{f' ({bound:,.0f})' if bound else ''} | "
+            f"{server['rss_after_mib']:,.0f} / {server['idle_rss_mib']:,.0f} | "
+            f"{yes(s.get('probe_during'))}, {yes(s.get('probe_after'))} | "
+            f"{victim['ok']:,} / {victim['failed']:,} / {victim.get('unanswered', 0):,} | "
+            f"{p99:,.1f}{factor} | {', '.join(missed) if missed else '-'} |")
+    lines += ["", f"Bound: {report['bounds']['rss_bound_rule']}; server flags "
+              f"`{' '.join(a for a in report['server_flags'])}`; "
+              f"{report['summary']['missed']} of {report['summary']['targets']} targets missed. "
+              + provenance(report, path)]
+    return lines
+
+
 # region name -> (scenario, table)
 TABLES = {
     "kernels": ("kernels", table_kernels),
@@ -244,6 +272,8 @@ TABLES = {
     "tcp": ("tcp", table_tcp),
     "suites": ("suites", table_suites),
     "soak": ("soak", table_soak),
+    "attack": ("attack", table_attack),
+    "attack-full": ("attack-full", table_attack),
 }
 REGION = re.compile(r"(<!-- gemmbench:(?P<gpu>[\w-]+)/(?P<name>[\w-]+):begin -->\n)(?P<body>.*?)"
                     r"(<!-- gemmbench:(?P=gpu)/(?P=name):end -->)", re.S)

@@ -54,6 +54,7 @@ import os
 import platform
 import resource
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -1587,6 +1588,29 @@ def targets_of(s, cfg, baseline):
 
 # --- report ---------------------------------------------------------------
 
+def query_gpus():
+    """The GPUs nvidia-smi sees (bench/gemmbench_env.py's fields); []."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    fields = "index,name,memory.total,driver_version,clocks.sm,clocks.max.sm"
+    try:
+        text = subprocess.run(
+            ["nvidia-smi", "--query-gpu=" + fields,
+             "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=30, check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return []
+    gpus = []
+    for line in text.strip().splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) == 6:
+            gpus.append({"index": int(cells[0]), "name": cells[1],
+                         "memory_total_mib": int(cells[2]),
+                         "driver": cells[3], "sm_clock_mhz": cells[4],
+                         "max_sm_clock_mhz": cells[5]})
+    return gpus
+
+
 def host_description():
     mem = {}
     try:
@@ -1757,6 +1781,12 @@ def main_run(args):
         args.rss_bound = (info["max_inflight_bytes"] + grpc_memory +
                           args.rss_overhead_mib * MiB)
         report = {
+            # The header of bench/gemmbench.py's reports, so that a report
+            # kept as bench/baselines/GPU/attack.json gets its table.
+            "schema_version": 1,
+            "scenario": "attack" if args.scale == "ci" else "attack-full",
+            "backend": info.get("backend"),
+            "gpu": query_gpus(),
             "tool": "tests/attack/attack.py",
             "date": datetime.datetime.now().astimezone().isoformat(
                 timespec="seconds"),
