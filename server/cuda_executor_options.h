@@ -27,6 +27,11 @@ struct CudaExecutorOptions {
   // Pinned host memory kept for reuse once jobs end; blocks beyond it go
   // back to the driver. Default 4 GiB.
   uint64_t pinned_cache_bytes = uint64_t{4} << 30;
+  // Largest operand block pinned; larger ones stay pageable (slower to
+  // copy, about 6 against 55 GB/s), since pinning one stalls every other
+  // job meanwhile (pinned_host_pool.h). Default 512 MiB (an 11585^2
+  // operand); 0: no limit.
+  uint64_t max_pinned_block_bytes = uint64_t{512} << 20;
   // How a worker waits for its batch to finish on the GPU. true (the
   // default): it sleeps until the driver wakes it (cudaEventBlockingSync),
   // leaving the host's cores to gRPC; false: it spins on the event, which

@@ -10,6 +10,7 @@
 #include "common/reference_gemm.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_presence.h"
+#include "server/pinned_host_pool.h"
 
 namespace gemm::server {
 namespace {
@@ -173,6 +174,14 @@ TEST_F(CudaExecutorTest, AutoOnALargeJobAndPageableStorage) {
   // nullptr allocator: heap memory must work too, only slower.
   jobs.push_back(MakeJob(nullptr, shape, *chosen, 1.0f, 0.0f, 7));
   RunAndCheck(jobs);
+}
+
+TEST_F(CudaExecutorTest, PinnedBlocksOverTheCapStayPageable) {
+  PinnedHostPool pool(/*cache_limit=*/64 << 20, /*max_block_bytes=*/1 << 20);
+  void* small = pool.Allocate(1 << 20);
+  ASSERT_NE(small, nullptr);
+  EXPECT_EQ(pool.Allocate((1 << 20) + 1), nullptr) << "pageable instead";
+  pool.Free(small, 1 << 20);
 }
 
 TEST_F(CudaExecutorTest, CancelledJobsDoNotRun) {

@@ -9,6 +9,7 @@ namespace gemm::server {
 
 void* PinnedHostPool::Allocate(uint64_t bytes) {
   const uint64_t size = SizeClass(bytes);
+  if (max_block_bytes_ > 0 && size > max_block_bytes_) return nullptr;
   {
     absl::MutexLock lock(&mu_);
     auto it = free_.find(size);

@@ -195,6 +195,11 @@ int RunServerMain(int argc, char** argv,
   app.add_option("--pinned-cache-bytes", options.cuda.pinned_cache_bytes,
                  "pinned host memory kept for reuse after jobs end")
       ->capture_default_str();
+  app.add_option("--max-pinned-block-bytes",
+                 options.cuda.max_pinned_block_bytes,
+                 "largest operand block pinned; larger ones stay pageable, "
+                 "since pinning one stalls the GPU's other jobs (0: no limit)")
+      ->capture_default_str();
   app.add_option("--calibrate", options.cuda.calibrate,
                  "measure v5 vs cuBLAS at start for kernel=auto (false: auto "
                  "runs cuBLAS)")
