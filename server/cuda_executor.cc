@@ -128,6 +128,23 @@ absl::Status WaitAndRecordTimings(const Chunk& chunk, const CudaDevice& device,
   return absl::OkStatus();
 }
 
+// C = beta * C for a job with K = 0 (beta 0: zeros, whatever C held).
+void ScaleOnHost(GemmJob& job) {
+  const absl::Time start = absl::Now();
+  float* c = job.c();
+  const uint64_t n = job.problem().c_elements();
+  const float beta = job.problem().beta;
+  if (beta == 0.0f) {
+    std::fill(c, c + n, 0.0f);
+  } else {
+    for (uint64_t i = 0; i < n; ++i) c[i] *= beta;
+  }
+  JobTiming& t = job.timing();
+  t.h2d = t.d2h = absl::ZeroDuration();
+  t.compute = absl::Now() - start;
+  t.device = "host (k = 0)";
+}
+
 absl::Status Record(cudaEvent_t event, cudaStream_t st) {
   return CudaStatus(cudaEventRecord(event, st), "cudaEventRecord");
 }
@@ -296,6 +313,14 @@ absl::Status CudaExecutor::Execute(const Batch& batch) {
     }
   }
   if (live.empty()) return absl::OkStatus();
+  // K = 0: C = beta * C, nothing for the GPU to do (a batch has one shape).
+  // Done on the host, so that a job whose result dwarfs its request (a
+  // 23170^2 result from a 76-byte request) takes no device memory and no
+  // copy engine from the other jobs.
+  if (live.front()->problem().k == 0) {
+    for (const auto& job : live) ScaleOnHost(*job);
+    return absl::OkStatus();
+  }
   // Split a batch too large for the memory budget into launches that fit.
   const uint64_t per_job = DeviceBytes(live.front()->problem());
   const size_t per_launch =

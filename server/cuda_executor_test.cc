@@ -176,6 +176,26 @@ TEST_F(CudaExecutorTest, AutoOnALargeJobAndPageableStorage) {
   RunAndCheck(jobs);
 }
 
+// K = 0 needs no GPU: C = beta * C on the host, zeros when beta is 0 (even
+// where C held NaN).
+TEST_F(CudaExecutorTest, KZeroIsBetaTimesCOnTheHost) {
+  for (float beta : {0.0f, -1.5f}) {
+    std::vector<TestJob> jobs;
+    jobs.push_back(MakeJob(executor_->host_allocator(), Shape(37, 41, 0), "v5",
+                           1.0f, beta, 3));
+    jobs.push_back(MakeJob(executor_->host_allocator(), Shape(37, 41, 0), "v5",
+                           1.0f, beta, 4));
+    Batch batch;
+    for (TestJob& t : jobs) batch.push_back(t.job);
+    ASSERT_TRUE(executor_->Execute(batch).ok());
+    for (TestJob& t : jobs) {
+      EXPECT_LE(RelativeFrobeniusError(t.job->c(), t.want), kTolerance)
+          << "beta " << beta;
+      EXPECT_EQ(t.job->timing().device, "host (k = 0)");
+    }
+  }
+}
+
 TEST_F(CudaExecutorTest, PinnedBlocksOverTheCapStayPageable) {
   PinnedHostPool pool(/*cache_limit=*/64 << 20, /*max_block_bytes=*/1 << 20);
   void* small = pool.Allocate(1 << 20);
