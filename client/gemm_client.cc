@@ -4,8 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "client/grpc_status.h"
 #include "client/split_job.h"
+#include "common/secret_file.h"
 #include "proto/wire_codec.h"
 
 namespace gemm::client {
@@ -45,9 +47,58 @@ absl::StatusOr<v1::Timing> UnaryOutcome(const grpc::Status& status,
   return std::move(*response.header.mutable_timing());
 }
 
+// Plaintext, or TLS with the options' PEM files, and the token's call
+// credentials.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsOf(
+    const GemmClient::Options& options) {
+  const bool tls = options.tls || !options.tls_ca_file.empty() ||
+                   !options.tls_cert_file.empty() ||
+                   !options.tls_key_file.empty();
+  if (!tls) {
+    if (!options.token_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--token-file needs TLS (--tls or --tls-ca): gRPC sends a token "
+          "only over a secure channel");
+    }
+    return grpc::InsecureChannelCredentials();
+  }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-cert and --tls-key go together: the client certificate and "
+        "its key");
+  }
+  grpc::SslCredentialsOptions ssl;
+  if (!options.tls_ca_file.empty()) {
+    absl::StatusOr<std::string> ca =
+        ReadSecretFile(options.tls_ca_file, "--tls-ca");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *std::move(ca);
+  }
+  if (!options.tls_cert_file.empty()) {
+    absl::StatusOr<std::string> cert =
+        ReadSecretFile(options.tls_cert_file, "--tls-cert");
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key =
+        ReadSecretFile(options.tls_key_file, "--tls-key");
+    if (!key.ok()) return key.status();
+    ssl.pem_cert_chain = *std::move(cert);
+    ssl.pem_private_key = *std::move(key);
+  }
+  std::shared_ptr<grpc::ChannelCredentials> channel = grpc::SslCredentials(ssl);
+  if (options.token_file.empty()) return channel;
+  absl::StatusOr<std::string> token =
+      ReadSecretFile(options.token_file, "--token-file");
+  if (!token.ok()) return token.status();
+  return grpc::CompositeChannelCredentials(
+      channel, grpc::AccessTokenCredentials(
+                   std::string(absl::StripAsciiWhitespace(*token))));
+}
+
 }  // namespace
 
-GemmClient::GemmClient(const Options& options) : options_(options) {
+GemmClient::GemmClient(const Options& options,
+                       std::shared_ptr<grpc::ChannelCredentials> credentials)
+    : options_(options) {
   std::vector<std::string> targets = options.targets;
   if (targets.empty()) targets.push_back(options.target);
   for (int connection = 0; connection < options.connections_per_target;
@@ -71,8 +122,8 @@ GemmClient::GemmClient(const Options& options) : options_(options) {
       }
       Channel channel;
       channel.target = target;
-      channel.channel = grpc::CreateCustomChannel(
-          target, grpc::InsecureChannelCredentials(), arguments);
+      channel.channel =
+          grpc::CreateCustomChannel(target, credentials, arguments);
       channel.stub = v1::GemmService::NewStub(channel.channel);
       channel.raw = std::make_unique<grpc::GenericStub>(channel.channel);
       channels_.push_back(std::move(channel));
@@ -108,7 +159,11 @@ absl::StatusOr<std::unique_ptr<GemmClient>> GemmClient::Create(
   }
   absl::Status retry = ValidateRetryPolicy(options.retry);
   if (!retry.ok()) return retry;
-  return std::unique_ptr<GemmClient>(new GemmClient(options));
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentialsOf(options);
+  if (!credentials.ok()) return credentials.status();
+  return std::unique_ptr<GemmClient>(
+      new GemmClient(options, *std::move(credentials)));
 }
 
 std::vector<std::string> GemmClient::channel_targets() const {

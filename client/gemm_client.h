@@ -134,6 +134,19 @@ class GemmClient {
     absl::Duration timeout = absl::ZeroDuration();
     // Retries on UNAVAILABLE; off by default.
     RetryPolicy retry;
+    // TLS. On when `tls` is true or any file below is given: the server's
+    // certificate is checked against the CAs of tls_ca_file (default: the
+    // system's roots). tls_cert_file and tls_key_file (PEM) present a client
+    // certificate, for a server that asks for one (mTLS). Default:
+    // plaintext.
+    bool tls = false;
+    std::string tls_ca_file;
+    std::string tls_cert_file;
+    std::string tls_key_file;
+    // A file holding the bearer token every call carries
+    // ("authorization: Bearer TOKEN"); needs TLS, since gRPC sends call
+    // credentials only over a secure channel. Default empty: none.
+    std::string token_file;
   };
 
   static absl::StatusOr<std::unique_ptr<GemmClient>> Create(
@@ -180,7 +193,8 @@ class GemmClient {
     std::unique_ptr<grpc::GenericStub> raw;       // Gemm, GemmStream
   };
 
-  explicit GemmClient(const Options& options);
+  GemmClient(const Options& options,
+             std::shared_ptr<grpc::ChannelCredentials> credentials);
   void ApplyDeadline(grpc::ClientContext* context) const;
   // What a JobStream needs from Options.
   JobStream::Options StreamOptions() const;

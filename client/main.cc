@@ -43,6 +43,8 @@ struct CommonFlags {
   int max_attempts = 1;
   double initial_backoff_ms = 50;
   double max_backoff_ms = 2000;
+  bool tls = false;
+  std::string tls_ca, tls_cert, tls_key, token_file;
 };
 
 absl::StatusOr<std::unique_ptr<GemmClient>> Connect(const CommonFlags& f) {
@@ -64,6 +66,11 @@ absl::StatusOr<std::unique_ptr<GemmClient>> Connect(const CommonFlags& f) {
   options.retry.max_attempts = f.max_attempts;
   options.retry.initial_backoff = absl::Milliseconds(f.initial_backoff_ms);
   options.retry.max_backoff = absl::Milliseconds(f.max_backoff_ms);
+  options.tls = f.tls;
+  options.tls_ca_file = f.tls_ca;
+  options.tls_cert_file = f.tls_cert;
+  options.tls_key_file = f.tls_key;
+  options.token_file = f.token_file;
   return GemmClient::Create(options);
 }
 
@@ -235,6 +242,20 @@ int main(int argc, char** argv) {
     sub->add_option("--split-min-bytes", common.split_min_bytes,
                     "smallest job (A+B+C bytes) that --split cuts")
         ->capture_default_str();
+    sub->add_flag("--tls", common.tls,
+                  "TLS, checking the server's certificate against the "
+                  "system's CAs (implied by --tls-ca, --tls-cert)");
+    sub->add_option("--tls-ca", common.tls_ca,
+                    "TLS: the CAs (PEM file) the server's certificate must "
+                    "be signed by");
+    sub->add_option("--tls-cert", common.tls_cert,
+                    "mTLS: this client's certificate chain (PEM file), with "
+                    "--tls-key");
+    sub->add_option("--tls-key", common.tls_key,
+                    "mTLS: the client certificate's private key (PEM file)");
+    sub->add_option("--token-file", common.token_file,
+                    "a file holding the bearer token each call carries "
+                    "(needs TLS)");
     sub->add_option("--http2-max-frame-bytes", common.http2_max_frame_bytes,
                     "largest HTTP/2 frame accepted, 16384..16777215 (0: "
                     "gRPC's default)")

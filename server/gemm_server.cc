@@ -18,6 +18,7 @@
 #ifdef GEMM_HAVE_CUDA
 #include "server/cuda_executor.h"
 #endif
+#include "common/secret_file.h"
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "spdlog/spdlog.h"
@@ -82,6 +83,38 @@ absl::StatusOr<Backend> MakeBackend(const GemmServer::Options& options) {
 #endif
 }
 
+// Plaintext, TLS, or mTLS, from the options' PEM files.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsOf(
+    const GemmServer::Options& options) {
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-cert and --tls-key go together: the certificate and its key");
+  }
+  if (options.tls_cert_file.empty()) {
+    if (!options.tls_client_ca_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls-client-ca needs --tls-cert and --tls-key: client "
+          "certificates are checked in the TLS handshake");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  grpc::SslServerCredentialsOptions ssl;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  ASSIGN_OR_RETURN(pair.cert_chain,
+                   ReadSecretFile(options.tls_cert_file, "--tls-cert"));
+  ASSIGN_OR_RETURN(pair.private_key,
+                   ReadSecretFile(options.tls_key_file, "--tls-key"));
+  ssl.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!options.tls_client_ca_file.empty()) {
+    ASSIGN_OR_RETURN(
+        ssl.pem_root_certs,
+        ReadSecretFile(options.tls_client_ca_file, "--tls-client-ca"));
+    ssl.client_certificate_request =
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
@@ -118,7 +151,12 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   if (batching.num_workers == 0) batching.num_workers = backend.workers;
   ASSIGN_OR_RETURN(server->scheduler_,
                    BatchScheduler::Create(batching, server->executor_.get()));
+  ASSIGN_OR_RETURN(server->authenticator_,
+                   CallAuthenticator::Create(options.token_file));
+  ASSIGN_OR_RETURN(const std::shared_ptr<grpc::ServerCredentials> credentials,
+                   ServerCredentialsOf(options));
   GemmServiceImpl::Options service_options;
+  service_options.authenticator = server->authenticator_.get();
   service_options.limits = options.limits;
   service_options.version = kVersion;
   service_options.host_allocator = server->host_allocator_;
@@ -131,8 +169,6 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   reflection.services = {kServiceName, kHealthServiceName};
   server->reflection_ = std::make_unique<ReflectionService>(reflection);
   grpc::ServerBuilder builder;
-  const std::shared_ptr<grpc::ServerCredentials> credentials =
-      grpc::InsecureServerCredentials();
   // TCP addresses get the server's own listener (tcp_acceptor.h); others
   // ("unix:PATH") gRPC's.
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> handoff;

@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "server/batch_scheduler.h"
+#include "server/call_auth.h"
 #include "server/connection_limiter.h"
 #include "server/cuda_executor_options.h"
 #include "server/executor.h"
@@ -75,6 +76,16 @@ class GemmServer {
     // a quarter of the open-file limit (at most 256 descriptors) of it, so
     // that accepting never runs out of descriptors (connection_limiter.h).
     // Defaults 10000 and 256; 0: no cap but the descriptor limit's.
+    // TLS: the server's certificate chain and private key (PEM files).
+    // Both empty (the default): plaintext.
+    std::string tls_cert_file;
+    std::string tls_key_file;
+    // mTLS: clients must present a certificate signed by a CA in this PEM
+    // file (needs tls_cert_file). Default empty: no client certificate.
+    std::string tls_client_ca_file;
+    // Bearer tokens every GemmService call must carry (call_auth.h); the
+    // health service and reflection do not ask. Default empty: none.
+    std::string token_file;
     size_t max_connections = 10000;
     size_t max_connections_per_client = 256;
     // gRPC's resource quota, in bytes: what its transport may hold in
@@ -164,6 +175,7 @@ class GemmServer {
   HostAllocator* host_allocator_ = nullptr;
   std::unique_ptr<BatchScheduler> scheduler_;
   std::unique_ptr<ConnectionLimiter> connection_limiter_;
+  std::unique_ptr<CallAuthenticator> authenticator_;
   std::unique_ptr<GemmServiceImpl> service_;
   std::unique_ptr<ReflectionService> reflection_;
   std::unique_ptr<grpc::Server> server_;

@@ -8,6 +8,7 @@
 
 #include "common/status_macros.h"
 #include "proto/wire_codec.h"
+#include "server/client_identity.h"
 #include "server/wire_timing.h"
 
 namespace gemm::server {
@@ -32,6 +33,14 @@ GemmStreamReactor::Options StreamOptions(
   stream.max_open_jobs = options.limits.max_open_jobs_per_stream;
   return stream;
 }
+
+// A stream refused before anything is read (UNAUTHENTICATED).
+class RefusedStream
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
 
 }  // namespace
 
@@ -76,11 +85,12 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Info(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status status = Identify(*context).status();
   // InfoRequest has no fields; its bytes must still be a message.
   v1::InfoRequest in;
-  absl::Status decoded = wire::DecodeMessage(*request, &in);
-  if (decoded.ok()) *response = wire::EncodeMessage(Describe());
-  reactor->Finish(ToGrpcStatus(decoded));
+  if (status.ok()) status = wire::DecodeMessage(*request, &in);
+  if (status.ok()) *response = wire::EncodeMessage(Describe());
+  reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 
@@ -119,12 +129,21 @@ v1::InfoResponse GemmServiceImpl::Describe() const {
   return response;
 }
 
+absl::StatusOr<std::string> GemmServiceImpl::Identify(
+    const grpc::CallbackServerContext& context) const {
+  if (options_.authenticator == nullptr) {
+    return ClientIdentityOfPeer(context.peer());
+  }
+  return options_.authenticator->Identify(context);
+}
+
 grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   open_unary_calls_.fetch_add(1);
   auto start = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const std::string client, Identify(*context));
     // Operands stay in gRPC's slices until copied, once, into the job.
     wire::DecodedGemmRequest in;
     RETURN_IF_ERROR(wire::DecodeGemmRequest(*request, &in));
@@ -134,7 +153,7 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     ASSIGN_OR_RETURN(JobSpec spec, intake_.Validate(in.header.params()));
     // The answer must fit in a message too; found out before the job runs.
     RETURN_IF_ERROR(CheckUnaryResultBytes(spec.problem, intake_.limits()));
-    JobIntake::Call call = intake_.CallOf(context);
+    JobIntake::Call call = intake_.CallOf(context, client);
     ASSIGN_OR_RETURN(
         std::shared_ptr<GemmJob> job,
         intake_.AdmitComplete(spec, in.a, in.b, in.c, "", call.share));
@@ -176,7 +195,10 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 GemmServiceImpl::GemmStream(grpc::CallbackServerContext* context) {
-  return new GemmStreamReactor(&intake_, &streams_, stream_options_, context);
+  absl::StatusOr<std::string> client = Identify(*context);
+  if (!client.ok()) return new RefusedStream(ToGrpcStatus(client.status()));
+  return new GemmStreamReactor(&intake_, &streams_, stream_options_, context,
+                               *client);
 }
 
 void GemmServiceImpl::Drain() {

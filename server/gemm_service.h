@@ -23,6 +23,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/gemm.grpc.pb.h"
 #include "server/batch_scheduler.h"
+#include "server/call_auth.h"
 #include "server/executor.h"
 #include "server/gemm_job.h"
 #include "server/gemm_stream_reactor.h"
@@ -57,6 +58,9 @@ class GemmServiceImpl final : public GemmServiceBase {
     HostAllocator* host_allocator = nullptr;
     // See GemmServer::Options::coalesce_small_writes.
     bool coalesce_small_writes = false;
+    // Who may call, and who a caller is (call_auth.h); must outlive the
+    // service. Default nullptr: anyone, known by its address.
+    const CallAuthenticator* authenticator = nullptr;
   };
 
   // `executor` and `scheduler` must outlive the service. Starts a thread
@@ -90,6 +94,9 @@ class GemmServiceImpl final : public GemmServiceBase {
  private:
   // What Info answers.
   v1::InfoResponse Describe() const;
+  // The caller's identity, or UNAUTHENTICATED (call_auth.h).
+  absl::StatusOr<std::string> Identify(
+      const grpc::CallbackServerContext& context) const;
 
   const Options options_;
   // Read by Info only.

@@ -61,7 +61,8 @@ void StreamRegistry::Remove(GemmStreamReactor* stream) {
 GemmStreamReactor::GemmStreamReactor(JobIntake* intake,
                                      StreamRegistry* registry,
                                      const Options& options,
-                                     grpc::CallbackServerContext* context)
+                                     grpc::CallbackServerContext* context,
+                                     const std::string& client)
     : intake_(intake),
       registry_(registry),
       options_(options),
@@ -69,7 +70,7 @@ GemmStreamReactor::GemmStreamReactor(JobIntake* intake,
                {.result_chunk_bytes = options.result_chunk_bytes,
                 .stall_timeout = options.job_stall_timeout,
                 .max_open_jobs = options.max_open_jobs},
-               intake->CallOf(context),
+               intake->CallOf(context, client),
                [this](uint64_t id, bool inline_result, GemmJob& job,
                       absl::Status status) {
                  OnJobDone(id, inline_result, job, std::move(status));

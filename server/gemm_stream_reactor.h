@@ -20,7 +20,8 @@
 //
 //   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GemmStream(
 //       grpc::CallbackServerContext* context) override {
-//     return new GemmStreamReactor(&intake_, &streams_, options_, context); }
+//     return new GemmStreamReactor(&intake_, &streams_, options_, context,
+//                                  client); }
 #ifndef GEMM_SERVER_GEMM_STREAM_REACTOR_H_
 #define GEMM_SERVER_GEMM_STREAM_REACTOR_H_
 
@@ -85,9 +86,11 @@ class GemmStreamReactor final
   };
 
   // `intake` and `registry` must outlive the call. Starts the first read.
+  // `client` is the caller's identity (call_auth.h).
   GemmStreamReactor(JobIntake* intake, StreamRegistry* registry,
                     const Options& options,
-                    grpc::CallbackServerContext* context);
+                    grpc::CallbackServerContext* context,
+                    const std::string& client);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;

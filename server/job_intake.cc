@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
-#include "server/client_identity.h"
 
 namespace gemm::server {
 namespace {
@@ -24,14 +23,15 @@ ClientShares::Options SharesFor(const JobIntake::Options& options) {
 
 }  // namespace
 
-JobIntake::Call JobIntake::CallOf(grpc::CallbackServerContext* context) {
+JobIntake::Call JobIntake::CallOf(grpc::CallbackServerContext* context,
+                                  const std::string& client) {
   Call call;
   const auto deadline = context->deadline();
   if (deadline != std::chrono::system_clock::time_point::max()) {
     call.deadline = absl::FromChrono(deadline);
   }
   call.cancelled = [context] { return context->IsCancelled(); };
-  call.share = shares_.ShareOf(ClientIdentityOfPeer(context->peer()));
+  call.share = shares_.ShareOf(client);
   return call;
 }
 

@@ -14,7 +14,7 @@
 // Thread-safety: thread-safe; gRPC calls it from its own threads.
 //
 //   JobIntake intake(options, &executor, &scheduler);
-//   JobIntake::Call call = intake.CallOf(context);
+//   JobIntake::Call call = intake.CallOf(context, client);
 //   ASSIGN_OR_RETURN(auto job, intake.AdmitComplete(params, a, b, c, "",
 //                                                   call.share));
 //   RETURN_IF_ERROR(intake.Submit(job, call, done));
@@ -68,9 +68,10 @@ class JobIntake {
     // limit.
     std::shared_ptr<ClientShare> share;
   };
-  // The deadline, cancellation and client share of a gRPC call; `context`
-  // must outlive the jobs submitted with the result.
-  Call CallOf(grpc::CallbackServerContext* context);
+  // The deadline, cancellation and share (of `client`, its identity:
+  // call_auth.h) of a gRPC call; `context` must outlive the jobs submitted
+  // with the result.
+  Call CallOf(grpc::CallbackServerContext* context, const std::string& client);
 
   // `executor` and `scheduler` must outlive the intake.
   JobIntake(const Options& options, Executor* executor,

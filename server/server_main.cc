@@ -117,6 +117,18 @@ int RunServerMain(int argc, char** argv,
                  "(0: no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--tls-cert", options.tls_cert_file,
+                 "TLS: the server's certificate chain (PEM file); with "
+                 "--tls-key (default: plaintext)");
+  app.add_option("--tls-key", options.tls_key_file,
+                 "TLS: the certificate's private key (PEM file)");
+  app.add_option("--tls-client-ca", options.tls_client_ca_file,
+                 "mTLS: clients must present a certificate signed by a CA "
+                 "in this PEM file");
+  app.add_option("--token-file", options.token_file,
+                 "every GemmService call must carry one of these bearer "
+                 "tokens (lines \"NAME TOKEN\"); health and reflection do "
+                 "not ask");
   app.add_option("--max-connections", options.max_connections,
                  "connections open at once; more are closed when accepted "
                  "(0: no cap but the open-file limit's)")
@@ -271,9 +283,13 @@ int RunServerMain(int argc, char** argv,
   const auto devices = (*server)->executor().devices();
   spdlog::info(
       "gemm-server {} listening on port {} (backend {}, device {}; up to {} "
-      "open files)",
+      "open files; {}{})",
       kVersion, (*server)->port(), std::string((*server)->executor().backend()),
-      devices.empty() ? "none" : devices.front().name, open_files);
+      devices.empty() ? "none" : devices.front().name, open_files,
+      options.tls_cert_file.empty()
+          ? "plaintext"
+          : (options.tls_client_ca_file.empty() ? "TLS" : "mTLS"),
+      options.token_file.empty() ? "" : ", tokens");
   if (!port_file.empty()) {
     const std::string tmp = port_file + ".tmp";
     std::ofstream(tmp) << (*server)->port() << "\n";

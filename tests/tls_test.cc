@@ -1,0 +1,220 @@
+// Issue 13: TLS, mTLS and bearer tokens, end to end: certificates made at
+// test time with openssl, a real gemm-server and the client library.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "client/gemm_client.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/server_process.h"
+#include "tests/test_job.h"
+
+namespace gemm {
+namespace {
+
+using client::GemmClient;
+using testing::ServerProcess;
+using testing::TestJob;
+
+// Two CAs; a server certificate for 127.0.0.1 and localhost, and a client
+// certificate, from the first; a client certificate from the second.
+class Certificates {
+ public:
+  Certificates() {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    dir_ = std::string(tmp != nullptr ? tmp : "/tmp") + "/certs";
+    const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1";
+    std::ofstream(dir_ + ".ext") << "subjectAltName=DNS:localhost,"
+                                    "IP:127.0.0.1,IP:::1\n";
+    Run("mkdir -p " + dir_);
+    for (const char* ca : {"ca", "other-ca"}) {
+      Run("openssl req -x509 " + ec + " -nodes -days 1 -subj /CN=" + ca +
+          " -keyout " + Path(std::string(ca) + ".key") + " -out " +
+          Path(std::string(ca) + ".pem"));
+    }
+    Issue("server", "ca", true);
+    Issue("client-1", "ca", false);
+    Issue("stranger", "other-ca", false);
+  }
+  std::string Path(const std::string& name) const {
+    return dir_ + "/" + name;
+  }
+
+ private:
+  void Run(const std::string& command) {
+    ASSERT_EQ(std::system((command + " 2>/dev/null").c_str()), 0) << command;
+  }
+  void Issue(const std::string& name, const std::string& ca, bool server) {
+    Run("openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+        "-nodes -subj /CN=" + name + " -keyout " + Path(name + ".key") +
+        " -out " + Path(name + ".csr"));
+    Run("openssl x509 -req -days 1 -in " + Path(name + ".csr") + " -CA " +
+        Path(ca + ".pem") + " -CAkey " + Path(ca + ".key") +
+        " -CAcreateserial -out " + Path(name + ".pem") +
+        (server ? " -extfile " + dir_ + ".ext" : ""));
+  }
+  std::string dir_;
+};
+
+class TlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { certs_ = new Certificates(); }
+  static void TearDownTestSuite() { delete certs_; }
+
+  // A client of `server` with `options` (target filled in).
+  static absl::StatusOr<v1::Timing> RunJob(const ServerProcess& server,
+                                           GemmClient::Options options) {
+    options.target = server.address();
+    options.timeout = absl::Seconds(5);
+    auto client = GemmClient::Create(options);
+    if (!client.ok()) return client.status();
+    TestJob job(33, 17, 9);
+    absl::StatusOr<v1::Timing> timing =
+        (*client)->Gemm(job.args, job.out.data());
+    if (timing.ok()) EXPECT_LE(job.Error(), 1e-5);
+    return timing;
+  }
+  static GemmClient::Options Trusting() {
+    GemmClient::Options options;
+    options.tls_ca_file = certs_->Path("ca.pem");
+    return options;
+  }
+  static std::vector<std::string> ServerTls() {
+    return {"--tls-cert", certs_->Path("server.pem"), "--tls-key",
+            certs_->Path("server.key")};
+  }
+  static Certificates* certs_;
+};
+Certificates* TlsTest::certs_ = nullptr;
+
+TEST_F(TlsTest, AClientThatTrustsTheCaIsServedAndOthersAreNot) {
+  std::vector<std::string> flags = ServerTls();
+  flags.insert(flags.end(), {"--log-level", "info"});
+  ServerProcess server(flags);
+  ASSERT_TRUE(server.Start().ok());
+  EXPECT_NE(server.Log().find("; TLS)"), std::string::npos) << server.Log();
+  absl::StatusOr<v1::Timing> trusted = RunJob(server, Trusting());
+  EXPECT_TRUE(trusted.ok()) << trusted.status();
+  // Plaintext to a TLS server, and TLS that trusts another CA.
+  absl::StatusOr<v1::Timing> plaintext = RunJob(server, {});
+  EXPECT_EQ(plaintext.status().code(), absl::StatusCode::kUnavailable)
+      << plaintext.status();
+  GemmClient::Options other;
+  other.tls_ca_file = certs_->Path("other-ca.pem");
+  absl::StatusOr<v1::Timing> untrusted = RunJob(server, other);
+  EXPECT_EQ(untrusted.status().code(), absl::StatusCode::kUnavailable)
+      << untrusted.status();
+  EXPECT_NE(untrusted.status().message().find("TLS"), std::string::npos)
+      << "the failure says it is TLS's: " << untrusted.status();
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+TEST_F(TlsTest, MutualTlsWantsACertificateFromItsCa) {
+  std::vector<std::string> flags = ServerTls();
+  flags.insert(flags.end(), {"--tls-client-ca", certs_->Path("ca.pem")});
+  ServerProcess server(flags);
+  ASSERT_TRUE(server.Start().ok());
+  GemmClient::Options member = Trusting();
+  member.tls_cert_file = certs_->Path("client-1.pem");
+  member.tls_key_file = certs_->Path("client-1.key");
+  absl::StatusOr<v1::Timing> served = RunJob(server, member);
+  EXPECT_TRUE(served.ok()) << served.status();
+  EXPECT_FALSE(RunJob(server, Trusting()).ok()) << "no client certificate";
+  GemmClient::Options stranger = Trusting();
+  stranger.tls_cert_file = certs_->Path("stranger.pem");
+  stranger.tls_key_file = certs_->Path("stranger.key");
+  EXPECT_FALSE(RunJob(server, stranger).ok()) << "a certificate of another CA";
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+// grpc.health.v1.Health/Check over `credentials`: the status code, or the
+// serving status (1 SERVING).
+int HealthCheck(const std::string& address,
+                std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  grpc::GenericStub stub(grpc::CreateChannel(address, credentials));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+  grpc::CompletionQueue cq;
+  grpc::Slice empty("");
+  grpc::ByteBuffer request(&empty, 1);
+  auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check",
+                                    request, &cq);
+  call->StartCall();
+  grpc::ByteBuffer reply;
+  grpc::Status status;
+  call->Finish(&reply, &status, reinterpret_cast<void*>(1));
+  void* tag;
+  bool ok;
+  EXPECT_TRUE(cq.Next(&tag, &ok));
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (!status.ok()) return -static_cast<int>(status.error_code());
+  std::vector<grpc::Slice> slices;
+  reply.Dump(&slices);
+  // HealthCheckResponse{status = 1}: 08 01.
+  return slices.size() == 1 && slices[0].size() == 2 ? slices[0].begin()[1]
+                                                     : -100;
+}
+
+TEST_F(TlsTest, TokensAreAskedOfEveryCallButHealthChecks) {
+  const std::string tokens = certs_->Path("tokens");
+  std::ofstream(tokens) << "# name token\nalice 0123456789abcdef0123456789\n";
+  std::ofstream(certs_->Path("alice.token")) << "0123456789abcdef0123456789\n";
+  std::ofstream(certs_->Path("wrong.token")) << "0123456789abcdef0123456780\n";
+  std::vector<std::string> flags = ServerTls();
+  flags.insert(flags.end(), {"--token-file", tokens});
+  ServerProcess server(flags);
+  ASSERT_TRUE(server.Start().ok());
+  GemmClient::Options alice = Trusting();
+  alice.token_file = certs_->Path("alice.token");
+  absl::StatusOr<v1::Timing> served = RunJob(server, alice);
+  EXPECT_TRUE(served.ok()) << served.status();
+  absl::StatusOr<v1::Timing> none = RunJob(server, Trusting());
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnauthenticated)
+      << none.status();
+  EXPECT_NE(none.status().message().find("token"), std::string::npos);
+  GemmClient::Options wrong = Trusting();
+  wrong.token_file = certs_->Path("wrong.token");
+  EXPECT_EQ(RunJob(server, wrong).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  // A stream is refused too.
+  GemmClient::Options streamed = Trusting();
+  streamed.max_unary_bytes = 0;
+  EXPECT_EQ(RunJob(server, streamed).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  grpc::SslCredentialsOptions ssl;
+  std::ifstream ca(certs_->Path("ca.pem"));
+  ssl.pem_root_certs.assign(std::istreambuf_iterator<char>(ca), {});
+  EXPECT_EQ(HealthCheck(server.address(), grpc::SslCredentials(ssl)), 1)
+      << "health needs no token";
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+TEST_F(TlsTest, BadSecurityFlagsAreRefusedAtStart) {
+  ServerProcess key_only({"--tls-key", certs_->Path("server.key")});
+  EXPECT_FALSE(key_only.Start().ok());
+  EXPECT_NE(key_only.Log().find("--tls-cert and --tls-key go together"),
+            std::string::npos)
+      << key_only.Log();
+  ServerProcess missing(
+      {"--tls-cert", "/nonexistent.pem", "--tls-key", "/nonexistent.key"});
+  EXPECT_FALSE(missing.Start().ok());
+  EXPECT_NE(missing.Log().find("--tls-cert /nonexistent.pem"),
+            std::string::npos)
+      << missing.Log();
+  GemmClient::Options plaintext_token;
+  plaintext_token.token_file = certs_->Path("alice.token");
+  EXPECT_FALSE(GemmClient::Create(plaintext_token).ok())
+      << "a token only over TLS";
+}
+
+}  // namespace
+}  // namespace gemm
