@@ -53,18 +53,20 @@ CallAuthenticator::FromTokens(absl::string_view text) {
     std::vector<absl::string_view> fields =
         absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     if (fields.size() > 2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token file line ", line_number, ": expected \"NAME TOKEN\" or "
-          "\"TOKEN\", found ", fields.size(), " fields"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("token file line ", line_number,
+                       ": expected \"NAME TOKEN\" or "
+                       "\"TOKEN\", found ",
+                       fields.size(), " fields"));
     }
     Token token;
     token.name = fields.size() == 2 ? std::string(fields[0])
                                     : absl::StrCat("token-", line_number);
     token.secret = std::string(fields.back());
     if (token.secret.size() < 16) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token file line ", line_number,
-          ": a token must have at least 16 characters"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("token file line ", line_number,
+                       ": a token must have at least 16 characters"));
     }
     auth->tokens_.push_back(std::move(token));
   }
@@ -108,8 +110,9 @@ absl::StatusOr<std::string> CallAuthenticator::Identify(
       if (ConstantTimeEqual(presented, token.secret)) match = &token;
     }
     if (match == nullptr) {
-      return absl::UnauthenticatedError("the token is not one of this "
-                                        "server's");
+      return absl::UnauthenticatedError(
+          "the token is not one of this "
+          "server's");
     }
     return absl::StrCat("token:", match->name);
   }

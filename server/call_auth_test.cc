@@ -21,9 +21,9 @@ TEST(CallAuthenticatorTest, TokensNameTheCallerAndOthersAreRefused) {
     auto who = (*auth)->Identify(bad, "", "ipv4:10.0.0.1:5");
     EXPECT_TRUE(absl::IsUnauthenticated(who.status())) << bad;
   }
-  EXPECT_NE((*auth)->Identify("", "", "p").status().message().find(
-                "--token-file"),
-            std::string::npos);
+  EXPECT_NE(
+      (*auth)->Identify("", "", "p").status().message().find("--token-file"),
+      std::string::npos);
 }
 
 TEST(CallAuthenticatorTest, WithoutTokensTheCertificateOrTheAddress) {

@@ -25,6 +25,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/gemm.grpc.pb.h"
+#include "tests/health_check.h"
 #include "tests/server_process.h"
 #include "tests/test_job.h"
 
@@ -33,6 +34,7 @@ namespace {
 
 using client::GemmArgs;
 using client::GemmClient;
+using testing::HealthCheck;
 using testing::ServerProcess;
 using testing::TestJob;
 
@@ -708,41 +710,6 @@ TEST(ShutdownTest, SigtermFinishesJobsInFlightThenExitsZero) {
   TestJob late(2, 2, 2);
   EXPECT_EQ(client->Gemm(late.args, late.out.data()).status().code(),
             absl::StatusCode::kUnavailable);
-}
-
-// grpc.health.v1.Health/Check for the whole server: 1 SERVING, 2
-// NOT_SERVING, or minus the gRPC status code when the call failed.
-int HealthCheck(const std::string& address) {
-  grpc::GenericStub stub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(5));
-  grpc::CompletionQueue cq;
-  grpc::Slice empty("");
-  grpc::ByteBuffer request(&empty, 1);
-  auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check",
-                                    request, &cq);
-  call->StartCall();
-  grpc::ByteBuffer reply;
-  grpc::Status status;
-  call->Finish(&reply, &status, reinterpret_cast<void*>(1));
-  void* tag;
-  bool ok;
-  EXPECT_TRUE(cq.Next(&tag, &ok));
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
-  if (!status.ok()) return -static_cast<int>(status.error_code());
-  std::vector<grpc::Slice> slices;
-  EXPECT_TRUE(reply.Dump(&slices).ok());
-  std::string bytes;
-  for (const grpc::Slice& s : slices) {
-    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  // HealthCheckResponse{status = 1}: field 1, varint.
-  if (bytes.size() == 2 && bytes[0] == 0x08) return bytes[1];
-  return 0;
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "client/gemm_client.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/health_check.h"
 #include "tests/server_process.h"
 #include "tests/test_job.h"
 
@@ -19,6 +19,7 @@ namespace gemm {
 namespace {
 
 using client::GemmClient;
+using testing::HealthCheck;
 using testing::ServerProcess;
 using testing::TestJob;
 
@@ -42,9 +43,7 @@ class Certificates {
     Issue("client-1", "ca", false);
     Issue("stranger", "other-ca", false);
   }
-  std::string Path(const std::string& name) const {
-    return dir_ + "/" + name;
-  }
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
 
  private:
   void Run(const std::string& command) {
@@ -52,8 +51,9 @@ class Certificates {
   }
   void Issue(const std::string& name, const std::string& ca, bool server) {
     Run("openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
-        "-nodes -subj /CN=" + name + " -keyout " + Path(name + ".key") +
-        " -out " + Path(name + ".csr"));
+        "-nodes -subj /CN=" +
+        name + " -keyout " + Path(name + ".key") + " -out " +
+        Path(name + ".csr"));
     Run("openssl x509 -req -days 1 -in " + Path(name + ".csr") + " -CA " +
         Path(ca + ".pem") + " -CAkey " + Path(ca + ".key") +
         " -CAcreateserial -out " + Path(name + ".pem") +
@@ -131,37 +131,6 @@ TEST_F(TlsTest, MutualTlsWantsACertificateFromItsCa) {
   stranger.tls_key_file = certs_->Path("stranger.key");
   EXPECT_FALSE(RunJob(server, stranger).ok()) << "a certificate of another CA";
   EXPECT_EQ(server.Stop(SIGTERM), 0);
-}
-
-// grpc.health.v1.Health/Check over `credentials`: the status code, or the
-// serving status (1 SERVING).
-int HealthCheck(const std::string& address,
-                std::shared_ptr<grpc::ChannelCredentials> credentials) {
-  grpc::GenericStub stub(grpc::CreateChannel(address, credentials));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(5));
-  grpc::CompletionQueue cq;
-  grpc::Slice empty("");
-  grpc::ByteBuffer request(&empty, 1);
-  auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check",
-                                    request, &cq);
-  call->StartCall();
-  grpc::ByteBuffer reply;
-  grpc::Status status;
-  call->Finish(&reply, &status, reinterpret_cast<void*>(1));
-  void* tag;
-  bool ok;
-  EXPECT_TRUE(cq.Next(&tag, &ok));
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
-  if (!status.ok()) return -static_cast<int>(status.error_code());
-  std::vector<grpc::Slice> slices;
-  reply.Dump(&slices);
-  // HealthCheckResponse{status = 1}: 08 01.
-  return slices.size() == 1 && slices[0].size() == 2 ? slices[0].begin()[1]
-                                                     : -100;
 }
 
 TEST_F(TlsTest, TokensAreAskedOfEveryCallButHealthChecks) {

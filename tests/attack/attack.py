@@ -54,7 +54,6 @@ import os
 import platform
 import resource
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -63,8 +62,12 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+# bench/'s GPU description, so that a kept report reads like gemmbench's.
+sys.path.insert(1, os.path.join(HERE, "..", "..", "bench"))
 import h2wire as w  # noqa: E402  pylint: disable=wrong-import-position
+from gemmbench_env import query_gpus  # noqa: E402  pylint: disable=wrong-import-position
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -1587,29 +1590,6 @@ def targets_of(s, cfg, baseline):
 
 
 # --- report ---------------------------------------------------------------
-
-def query_gpus():
-    """The GPUs nvidia-smi sees (bench/gemmbench_env.py's fields); []."""
-    if not shutil.which("nvidia-smi"):
-        return []
-    fields = "index,name,memory.total,driver_version,clocks.sm,clocks.max.sm"
-    try:
-        text = subprocess.run(
-            ["nvidia-smi", "--query-gpu=" + fields,
-             "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=30, check=True).stdout
-    except (subprocess.SubprocessError, OSError):
-        return []
-    gpus = []
-    for line in text.strip().splitlines():
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) == 6:
-            gpus.append({"index": int(cells[0]), "name": cells[1],
-                         "memory_total_mib": int(cells[2]),
-                         "driver": cells[3], "sm_clock_mhz": cells[4],
-                         "max_sm_clock_mhz": cells[5]})
-    return gpus
-
 
 def host_description():
     mem = {}
