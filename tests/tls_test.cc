@@ -7,10 +7,12 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "client/gemm_client.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "proto/gemm.grpc.pb.h"
 #include "tests/health_check.h"
 #include "tests/server_process.h"
 #include "tests/test_job.h"
@@ -164,6 +166,67 @@ TEST_F(TlsTest, TokensAreAskedOfEveryCallButHealthChecks) {
   ssl.pem_root_certs.assign(std::istreambuf_iterator<char>(ca), {});
   EXPECT_EQ(HealthCheck(server.address(), grpc::SslCredentials(ssl)), 1)
       << "health needs no token";
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+// With tokens, a client's share is its token's: two tokens from one
+// address are two clients.
+TEST_F(TlsTest, EachTokenHasAShareOfItsOwn) {
+  const std::string tokens = certs_->Path("two-tokens");
+  std::ofstream(tokens) << "alice 0123456789abcdef0123456789\n"
+                           "bob   abcdef0123456789abcdef0123\n";
+  std::vector<std::string> flags = ServerTls();
+  flags.insert(flags.end(), {"--token-file", tokens, "--max-client-jobs", "2"});
+  ServerProcess server(flags);
+  ASSERT_TRUE(server.Start().ok());
+  grpc::SslCredentialsOptions ssl;
+  std::ifstream ca(certs_->Path("ca.pem"));
+  ssl.pem_root_certs.assign(std::istreambuf_iterator<char>(ca), {});
+  auto channel_of = [&](const std::string& token) {
+    return grpc::CreateChannel(
+        server.address(),
+        grpc::CompositeChannelCredentials(grpc::SslCredentials(ssl),
+                                          grpc::AccessTokenCredentials(token)));
+  };
+  // Alice declares two jobs and sends nothing: her share is full.
+  auto alice =
+      v1::GemmService::NewStub(channel_of("0123456789abcdef0123456789"));
+  grpc::ClientContext alice_context;
+  auto stream = alice->GemmStream(&alice_context);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    v1::StreamRequest declare;
+    declare.set_job_id(id);
+    declare.mutable_params()->set_m(8);
+    declare.mutable_params()->set_n(8);
+    declare.mutable_params()->set_k(8);
+    declare.mutable_params()->set_alpha(1);
+    ASSERT_TRUE(stream->Write(declare));
+  }
+  v1::StreamResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.job_id(), 3u);
+  EXPECT_EQ(response.end().code(), grpc::UNAVAILABLE);
+  EXPECT_NE(response.end().message().find("client token:alice holds 2 jobs"),
+            std::string::npos)
+      << response.end().message();
+  // Bob, from the same address, is served.
+  auto bob = v1::GemmService::NewStub(channel_of("abcdef0123456789abcdef0123"));
+  grpc::ClientContext bob_context;
+  bob_context.set_deadline(std::chrono::system_clock::now() +
+                           std::chrono::seconds(5));
+  v1::GemmRequest request;
+  request.mutable_params()->set_m(2);
+  request.mutable_params()->set_n(2);
+  request.mutable_params()->set_k(2);
+  request.mutable_params()->set_alpha(1);
+  const std::vector<float> ones(4, 1.0f);
+  request.set_a(ones.data(), 16);
+  request.set_b(ones.data(), 16);
+  v1::GemmResponse answer;
+  const grpc::Status status = bob->Gemm(&bob_context, request, &answer);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  alice_context.TryCancel();
+  EXPECT_EQ(stream->Finish().error_code(), grpc::CANCELLED);
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
