@@ -11,6 +11,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/json_log_lines.h"
 #include "common/library_logs.h"
 #include "common/process_tuning.h"
 #include "common/version.h"
@@ -236,12 +237,19 @@ int RunServerMain(int argc, char** argv,
   app.add_option("--log-level", log_level,
                  "trace, debug, info, warn, error or off")
       ->capture_default_str();
+  std::string log_format = "text";
+  app.add_option("--log-format", log_format,
+                 "text, or json: one JSON object per line (time, level, msg)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   if (extensions.add_flags) extensions.add_flags(app);
   CLI11_PARSE(app, argc, argv);
   options.decorate_executor = extensions.decorate_executor;
 
   spdlog::set_level(spdlog::level::from_str(log_level));
-  // protobuf's and gRPC's own lines obey --log-level too, rate-limited.
+  if (log_format == "json") UseJsonLogLines();
+  // protobuf's and gRPC's own lines obey --log-level (and the format) too,
+  // rate-limited.
   RouteLibraryLogs();
   if (drain_delay_s > shutdown_grace_s) {
     spdlog::critical(

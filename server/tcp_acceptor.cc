@@ -132,6 +132,11 @@ absl::StatusOr<std::unique_ptr<TcpAcceptor>> TcpAcceptor::Listen(
     listeners.push_back(fd);
   }
   freeaddrinfo(found);
+  // A host without IPv6 cannot take "[::]": its IPv4 wildcard then, as
+  // gRPC's own listener does.
+  if (listeners.empty() && (host == "::" || host.empty())) {
+    return Listen(absl::StrCat("0.0.0.0:", port_text), limiter);
+  }
   if (listeners.empty()) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", address, ": ", error));
