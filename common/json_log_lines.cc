@@ -12,9 +12,11 @@ namespace {
 // The length of the valid UTF-8 sequence at `s[i]`, or 0.
 size_t Utf8Length(absl::string_view s, size_t i) {
   const unsigned char c = s[i];
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3
-                                          : (c >> 3) == 30  ? 4
-                                                            : 0;
+  size_t n = c < 0x80         ? 1
+             : (c >> 5) == 6  ? 2
+             : (c >> 4) == 14 ? 3
+             : (c >> 3) == 30 ? 4
+                              : 0;
   if (n == 0 || i + n > s.size()) return 0;
   for (size_t k = 1; k < n; ++k) {
     if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return 0;

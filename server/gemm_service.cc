@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "common/status_macros.h"
@@ -142,8 +143,11 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   open_unary_calls_.fetch_add(1);
+  // For the log of a refused job: who, and its shape once known.
+  std::string client = ClientIdentityOfPeer(context->peer());
+  std::optional<GemmProblem> shape;
   auto start = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(const std::string client, Identify(*context));
+    ASSIGN_OR_RETURN(client, Identify(*context));
     // Operands stay in gRPC's slices until copied, once, into the job.
     wire::DecodedGemmRequest in;
     RETURN_IF_ERROR(wire::DecodeGemmRequest(*request, &in));
@@ -151,6 +155,7 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
       return absl::InvalidArgumentError("params: missing");
     }
     ASSIGN_OR_RETURN(JobSpec spec, intake_.Validate(in.header.params()));
+    shape = spec.problem;
     // The answer must fit in a message too; found out before the job runs.
     RETURN_IF_ERROR(CheckUnaryResultBytes(spec.problem, intake_.limits()));
     JobIntake::Call call = intake_.CallOf(context, client);
@@ -167,8 +172,11 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     std::weak_ptr<GemmJob> weak = job;
     // Runs once, on a scheduler thread; the call (and its context) lasts
     // until it finishes the call.
-    auto answer = [this, context, reactor, response, weak](
+    auto answer = [this, context, reactor, response, weak, client](
                       GemmJob& done, absl::Status status) {
+      if (!status.ok()) {
+        intake_.events().Failed(client, "unary call", &done.problem(), status);
+      }
       if (status.ok()) {
         v1::Timing timing;
         FillTiming(done, &timing);
@@ -186,6 +194,8 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
   };
   absl::Status status = start();
   if (!status.ok()) {
+    intake_.events().Refused(client, "unary call",
+                             shape.has_value() ? &*shape : nullptr, status);
     intake_.counts().CountRejected();
     open_unary_calls_.fetch_sub(1);
     reactor->Finish(ToGrpcStatus(status));

@@ -41,6 +41,7 @@
 #include "server/executor.h"
 #include "server/gemm_job.h"
 #include "server/job_counts.h"
+#include "server/job_event_log.h"
 #include "server/validation.h"
 
 namespace gemm::server {
@@ -127,6 +128,9 @@ class JobIntake {
   // Starts a new epoch: every waiting `wake` runs (and is forgotten).
   void NotifyCapacity();
 
+  // The log of refused and failed jobs (job_event_log.h).
+  JobEventLog& events() { return events_; }
+
   // Info's counters; each call counts its own jobs' answers.
   JobCounts& counts() { return counts_; }
   const JobCounts& counts() const { return counts_; }
@@ -142,6 +146,7 @@ class JobIntake {
   InflightBudget budget_;
   ClientShares shares_;
   JobCounts counts_;
+  JobEventLog events_;
 
   // Runs wakes, one epoch at a time.
   void WakeLoop();

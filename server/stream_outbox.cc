@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "proto/gemm.pb.h"
 #include "proto/wire_codec.h"
 #include "server/wire_timing.h"
@@ -16,13 +17,23 @@ bool StreamOutbox::FitsInline(const GemmProblem& problem,
          std::min(inline_result_max_bytes, result_chunk_bytes_);
 }
 
-void StreamOutbox::PushRejected(uint64_t job_id, absl::Status status) {
+void StreamOutbox::PushRejected(uint64_t job_id, absl::Status status,
+                                const GemmProblem* problem) {
   counts_->CountRejected();
+  if (events_ != nullptr) {
+    events_->Refused(client_, absl::StrCat("stream job ", job_id), problem,
+                     status);
+  }
   queue_.push_back(Outgoing{job_id, std::move(status), nullptr, 0, false,
                             /*accepted=*/false});
 }
 
-void StreamOutbox::PushFailed(uint64_t job_id, absl::Status status) {
+void StreamOutbox::PushFailed(uint64_t job_id, absl::Status status,
+                              const GemmProblem* problem) {
+  if (events_ != nullptr) {
+    events_->Failed(client_, absl::StrCat("stream job ", job_id), problem,
+                    status);
+  }
   queue_.push_back(Outgoing{job_id, std::move(status), nullptr, 0, false,
                             /*accepted=*/true});
 }

@@ -20,20 +20,28 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "grpcpp/grpcpp.h"
 #include "server/gemm_job.h"
 #include "server/job_counts.h"
+#include "server/job_event_log.h"
 
 namespace gemm::server {
 
 class StreamOutbox {
  public:
   // `result_chunk_bytes`: the largest ResultChunk, and the largest inline
-  // result. `counts` must outlive the outbox.
-  StreamOutbox(uint64_t result_chunk_bytes, JobCounts* counts)
-      : result_chunk_bytes_(result_chunk_bytes), counts_(counts) {}
+  // result. `counts` (and `events`, which may be null) must outlive the
+  // outbox; refused and failed jobs are logged to `events` as `client`'s.
+  StreamOutbox(uint64_t result_chunk_bytes, JobCounts* counts,
+               JobEventLog* events = nullptr, std::string client = "")
+      : result_chunk_bytes_(result_chunk_bytes),
+        counts_(counts),
+        events_(events),
+        client_(std::move(client)) {}
 
   // Whether a result of `problem` goes inside its JobEnd, given the job's
   // params.inline_result_max_bytes. Never beyond one result chunk, so an
@@ -44,9 +52,11 @@ class StreamOutbox {
 
   // Queues the end record of a job turned away before it was accepted (or
   // of a message that named no job).
-  void PushRejected(uint64_t job_id, absl::Status status);
+  void PushRejected(uint64_t job_id, absl::Status status,
+                    const GemmProblem* problem = nullptr);
   // Queues the end record of an accepted job that failed.
-  void PushFailed(uint64_t job_id, absl::Status status);
+  void PushFailed(uint64_t job_id, absl::Status status,
+                  const GemmProblem* problem = nullptr);
   // Queues a finished job's result.
   void PushResult(uint64_t job_id, std::shared_ptr<GemmJob> job,
                   bool inline_result);
@@ -74,6 +84,8 @@ class StreamOutbox {
 
   const uint64_t result_chunk_bytes_;
   JobCounts* const counts_;
+  JobEventLog* const events_;
+  const std::string client_;
   std::deque<Outgoing> queue_;
 };
 

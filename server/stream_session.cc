@@ -13,7 +13,8 @@ StreamSession::StreamSession(JobIntake* intake, const Options& options,
       options_(options),
       call_(std::move(call)),
       job_done_(std::move(job_done)),
-      outbox_(options.result_chunk_bytes, &intake->counts()) {}
+      outbox_(options.result_chunk_bytes, &intake->counts(), &intake->events(),
+              call_.share != nullptr ? call_.share->client() : "") {}
 
 StreamSession::Next StreamSession::OnMessage(const grpc::ByteBuffer& buffer) {
   ++messages_;
@@ -103,7 +104,9 @@ void StreamSession::Handle() {
   const uint64_t inline_max = assembly.inline_result_max_bytes();
   std::shared_ptr<GemmJob> job = assembly.TakeJob();
   receiving_.erase(id);
-  if (!complete.ok()) return outbox_.PushRejected(id, std::move(complete));
+  if (!complete.ok()) {
+    return outbox_.PushRejected(id, std::move(complete), &job->problem());
+  }
   if (!Submit(id, std::move(job), inline_max)) waiting_ = true;
 }
 
@@ -202,7 +205,7 @@ bool StreamSession::Submit(uint64_t id, std::shared_ptr<GemmJob> job,
     waiting_submit_ = {id, std::move(job), inline_result_max_bytes};
     return false;
   }
-  outbox_.PushRejected(id, std::move(s));
+  outbox_.PushRejected(id, std::move(s), &job->problem());
   return true;
 }
 
@@ -365,7 +368,7 @@ void StreamSession::OnJobDone(uint64_t id, bool inline_result, GemmJob& job,
   if (status.ok()) {
     outbox_.PushResult(id, std::move(owned), inline_result);
   } else {
-    outbox_.PushFailed(id, std::move(status));
+    outbox_.PushFailed(id, std::move(status), &owned->problem());
   }
 }
 

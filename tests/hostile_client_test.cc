@@ -254,6 +254,11 @@ TEST(ClientShareTest, OpenJobsArePerStreamAndPerClientBounded) {
       << ends[3].second;
   // Another client is served meanwhile.
   EXPECT_EQ(VictimJobs(server.address_v6(), 2), 2);
+  // Each refusal is logged with its client and status (issue 13).
+  EXPECT_NE(server.Log().find("job refused: stream job 5 of client 127.0.0.1: "
+                              "RESOURCE_EXHAUSTED"),
+            std::string::npos)
+      << server.Log();
   first_context.TryCancel();
   second_context.TryCancel();
   EXPECT_EQ(server.Stop(SIGTERM), 0);
