@@ -1,6 +1,8 @@
 #include "client/gemm_client.h"
 
+#include <future>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -202,6 +204,51 @@ absl::StatusOr<v1::InfoResponse> GemmClient::Info() {
       NextChannel().stub->Info(&context, v1::InfoRequest(), &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response;
+}
+
+absl::StatusOr<std::string> GemmClient::Health(const std::string& service) {
+  grpc::ClientContext context;
+  ApplyDeadline(&context);
+  // HealthCheckRequest{service = 1}, HealthCheckResponse{status = 1}: the
+  // two fields are encoded here rather than depending on health.proto.
+  std::string request;
+  if (!service.empty()) {
+    if (service.size() > 127) {
+      return absl::InvalidArgumentError("service: longer than 127 bytes");
+    }
+    request =
+        std::string("\x0a", 1) + static_cast<char>(service.size()) + service;
+  }
+  grpc::Slice slice(request);
+  const grpc::ByteBuffer in(&slice, 1);
+  grpc::ByteBuffer out;
+  std::promise<grpc::Status> finished;
+  NextChannel().raw->UnaryCall(
+      &context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &in, &out,
+      [&finished](grpc::Status status) { finished.set_value(status); });
+  const grpc::Status status = finished.get_future().get();
+  if (!status.ok()) return FromGrpcStatus(status);
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (out.Dump(&slices).ok()) {
+    for (const grpc::Slice& s : slices) {
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+  }
+  if (bytes.empty()) return std::string("UNKNOWN");  // status 0 is not sent
+  if (bytes.size() != 2 || bytes[0] != 0x08) {
+    return absl::InternalError("the health reply is not a HealthCheckResponse");
+  }
+  switch (bytes[1]) {
+    case 1:
+      return std::string("SERVING");
+    case 2:
+      return std::string("NOT_SERVING");
+    case 3:
+      return std::string("SERVICE_UNKNOWN");
+    default:
+      return std::string("UNKNOWN");
+  }
 }
 
 absl::StatusOr<v1::Timing> GemmClient::Gemm(const GemmArgs& args,

@@ -155,6 +155,12 @@ class GemmClient {
 
   // Info of the server behind the next channel.
   absl::StatusOr<v1::InfoResponse> Info();
+  // The standard health check (grpc.health.v1.Health/Check) of the server
+  // behind the next channel, for `service` (empty: the whole server), as a
+  // probe asks it: "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN" or
+  // "UNKNOWN"; the call's error when it fails (NOT_FOUND: no such
+  // service).
+  absl::StatusOr<std::string> Health(const std::string& service = "");
 
   // Computes one job and writes C (m*n floats) into c_out. Blocks.
   absl::StatusOr<v1::Timing> Gemm(const GemmArgs& args, float* c_out);

@@ -88,6 +88,16 @@ int RunInfo(const CommonFlags& flags) {
   return 0;
 }
 
+// Exit status 0 when SERVING, 1 otherwise: a container's health check.
+int RunHealth(const CommonFlags& flags, const std::string& service) {
+  auto client = Connect(flags);
+  if (!client.ok()) return Fail(client.status());
+  auto health = (*client)->Health(service);
+  if (!health.ok()) return Fail(health.status());
+  std::printf("%s\n", health->c_str());
+  return *health == "SERVING" ? 0 : 1;
+}
+
 int RunGemm(const CommonFlags& flags, const RunOptions& options) {
   auto operands = PrepareOperands(options);
   if (!operands.ok()) return Fail(operands.status());
@@ -265,6 +275,15 @@ int main(int argc, char** argv) {
 
   CLI::App* info = app.add_subcommand("info", "what the server runs on");
   add_common(info);
+  std::string health_service;
+  CLI::App* health = app.add_subcommand(
+      "health",
+      "the standard gRPC health check; exit status 0 only when SERVING (a "
+      "container or orchestrator probe)");
+  add_common(health);
+  health->add_option("--service", health_service,
+                     "the service asked about (default: the whole server; "
+                     "gemm.v1.GemmService for this one)");
 
   RunOptions run_options;
   CLI::App* run = app.add_subcommand(
@@ -380,6 +399,7 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   if (info->parsed()) return RunInfo(common);
+  if (health->parsed()) return RunHealth(common, health_service);
   if (load->parsed()) {
     return RunLoadTest(common, load_flags, concurrency->count() > 0, argv[0]);
   }

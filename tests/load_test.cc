@@ -6,12 +6,14 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -366,6 +368,27 @@ TEST(KernelsCommandTest, TheCpuBackendHasOneRow) {
   EXPECT_NE(table.find("\"kernel\": \"cpu\""), std::string::npos) << table;
   EXPECT_NEAR(JsonNumber(table, "percent_of_base"), 100, 1e-9) << table;
   EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+// A probe's view (issue 13: the image has no other probe tool): exit status
+// 0 only while the server is SERVING.
+TEST(HealthCommandTest, ExitsZeroOnlyWhileServing) {
+  ServerProcess server({"--drain-delay-s", "3"});
+  ASSERT_TRUE(server.Start().ok());
+  CliResult r = RunClient({"health", "-s", server.address()});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, "SERVING\n");
+  r = RunClient(
+      {"health", "-s", server.address(), "--service", "gemm.v1.GemmService"});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  r = RunClient({"health", "-s", server.address(), "--service", "nope"});
+  EXPECT_EQ(r.exit_code, 1) << "an unknown service";
+  server.Signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  r = RunClient({"health", "-s", server.address()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "NOT_SERVING\n") << "during the drain delay";
+  EXPECT_EQ(server.Wait(15), 0);
 }
 
 }  // namespace
