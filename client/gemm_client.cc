@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
@@ -112,6 +113,14 @@ GemmClient::GemmClient(const Options& options,
       // Channels with equal arguments share one connection; a channel of its
       // own subchannel pool gets a TCP connection of its own.
       arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+      // A name of several addresses (dns:/// of a headless Service's pods,
+      // or an ipv4:/ipv6: list): calls go round robin over all of them,
+      // not to the first alone.
+      if (absl::StartsWith(target, "dns:") ||
+          absl::StartsWith(target, "ipv4:") ||
+          absl::StartsWith(target, "ipv6:")) {
+        arguments.SetLoadBalancingPolicyName("round_robin");
+      }
       // Large results: a deep per-stream window and large frames (see
       // Options).
       if (options.http2_stream_window_bytes > 0) {

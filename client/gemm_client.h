@@ -79,7 +79,10 @@ namespace gemm::client {
 class GemmClient {
  public:
   struct Options {
-    // host:port of the server; used when `targets` is empty.
+    // host:port of the server; used when `targets` is empty. A target of
+    // several addresses, "dns:///name:port" (a Kubernetes headless Service)
+    // or "ipv4:ADDR:PORT,ADDR:PORT", is balanced round robin over them, on
+    // one channel.
     std::string target = "localhost:50051";
     // Several servers (host:port each) to balance over, round robin.
     std::vector<std::string> targets;

@@ -76,6 +76,22 @@ TEST_F(RoundRobinTest, UnaryCallsAlternateBetweenTheServers) {
   EXPECT_EQ(exhausted, 5);
 }
 
+// One target naming several addresses (as DNS does for a headless
+// Service) is balanced over them too, not sent to the first alone.
+TEST_F(RoundRobinTest, ATargetOfSeveralAddressesIsBalanced) {
+  GemmClient::Options options;
+  options.target =
+      absl::StrCat("ipv4:", small_.address(), ",", large_.address());
+  auto client = GemmClient::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<float> c(kDim * kDim);
+  int ok = 0;
+  for (int i = 0; i < 10; ++i)
+    ok += (*client)->Gemm(operands_.Args(), c.data()).ok();
+  EXPECT_GT(ok, 0) << "some jobs reached the server that takes them";
+  EXPECT_LT(ok, 10) << "and some the other";
+}
+
 TEST_F(RoundRobinTest, StreamsSpreadOverTheServers) {
   auto client = Connect();
   auto first = client->OpenStream();
