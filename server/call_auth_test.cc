@@ -1,5 +1,8 @@
 #include "server/call_auth.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace gemm::server {
@@ -39,7 +42,12 @@ TEST(CallAuthenticatorTest, WithoutTokensTheCertificateOrTheAddress) {
 TEST(CallAuthenticatorTest, BadTokenFilesAreRefused) {
   EXPECT_FALSE(CallAuthenticator::FromTokens("a b c\n").ok());
   EXPECT_FALSE(CallAuthenticator::FromTokens("short\n").ok());
-  EXPECT_FALSE(CallAuthenticator::Create("/nonexistent/tokens").ok());
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string missing =
+      std::string(tmp != nullptr ? tmp : ".") + "/no-such-token-file";
+  const auto absent = CallAuthenticator::Create(missing);
+  EXPECT_FALSE(absent.ok());
+  EXPECT_NE(absent.status().message().find("--token-file"), std::string::npos);
 }
 
 }  // namespace

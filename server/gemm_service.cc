@@ -143,8 +143,8 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   open_unary_calls_.fetch_add(1);
-  // For the log of a refused job: who, and its shape once known.
-  std::string client = ClientIdentityOfPeer(context->peer());
+  // For the log of a refused job: who, and its shape, once known.
+  std::string client;
   std::optional<GemmProblem> shape;
   auto start = [&]() -> absl::Status {
     ASSIGN_OR_RETURN(client, Identify(*context));
@@ -176,8 +176,7 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
                       GemmJob& done, absl::Status status) {
       if (!status.ok()) {
         intake_.events().Failed(client, "unary call", &done.problem(), status);
-      }
-      if (status.ok()) {
+      } else {
         v1::Timing timing;
         FillTiming(done, &timing);
         *response = wire::EncodeGemmResponse(
@@ -194,8 +193,10 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
   };
   absl::Status status = start();
   if (!status.ok()) {
-    intake_.events().Refused(client, "unary call",
-                             shape.has_value() ? &*shape : nullptr, status);
+    // A caller refused before it was identified is logged by its address.
+    intake_.events().Refused(
+        client.empty() ? ClientIdentityOfPeer(context->peer()) : client,
+        "unary call", shape.has_value() ? &*shape : nullptr, status);
     intake_.counts().CountRejected();
     open_unary_calls_.fetch_sub(1);
     reactor->Finish(ToGrpcStatus(status));

@@ -236,11 +236,10 @@ TEST_F(TlsTest, BadSecurityFlagsAreRefusedAtStart) {
   EXPECT_NE(key_only.Log().find("--tls-cert and --tls-key go together"),
             std::string::npos)
       << key_only.Log();
-  ServerProcess missing(
-      {"--tls-cert", "/nonexistent.pem", "--tls-key", "/nonexistent.key"});
+  const std::string absent = certs_->Path("no-such.pem");
+  ServerProcess missing({"--tls-cert", absent, "--tls-key", absent});
   EXPECT_FALSE(missing.Start().ok());
-  EXPECT_NE(missing.Log().find("--tls-cert /nonexistent.pem"),
-            std::string::npos)
+  EXPECT_NE(missing.Log().find("--tls-cert " + absent), std::string::npos)
       << missing.Log();
   GemmClient::Options plaintext_token;
   plaintext_token.token_file = certs_->Path("alice.token");
