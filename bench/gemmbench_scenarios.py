@@ -8,6 +8,7 @@ lines of the table printed at the end of a run.
 import os
 import re
 import shlex
+import subprocess
 import sys
 import tempfile
 
@@ -165,19 +166,88 @@ def scenario_e2e(env):
     return {"cases": results}
 
 
+LOAD_HEADER = (f"{'jobs/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'GB/s':>6}")
+
+
+def load_row(r):
+    """A load report's throughput, latency and bandwidth, as LOAD_HEADER."""
+    return (f"{r['requests_per_s']:9.1f} {r['latency_ms']['p50']:8.2f} "
+            f"{r['latency_ms']['p99']:8.2f} {(r['mb_per_s_in'] + r['mb_per_s_out']) / 1e3:6.2f}")
+
+
 def summarize_e2e(results):
-    lines = [f"{'case':18} {'jobs/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'GB/s':>6} {'batch':>6} "
-             f"{'srv ms':>7} {'srv CPU/job':>11} {'err':>4}"]
+    lines = [f"{'case':18} {LOAD_HEADER} {'batch':>6} {'srv ms':>7} {'srv CPU/job':>11} {'err':>4}"]
     for c in results["cases"]:
         r = c["report"]
         if r is None:
             lines.append(f"{c['name']:18} failed (rc {c['client']['rc']})")
             continue
         lines.append(
-            f"{c['name']:18} {r['requests_per_s']:9.1f} {r['latency_ms']['p50']:8.2f} "
-            f"{r['latency_ms']['p99']:8.2f} {(r['mb_per_s_in'] + r['mb_per_s_out']) / 1e3:6.2f} "
+            f"{c['name']:18} {load_row(r)} "
             f"{r['server_ms']['mean_batch_size']:6.1f} {r['server_ms']['total']['mean']:7.2f} "
             f"{c['server']['cpu_ms_per_job']:9.3f}ms {r['errors']:4d}")
+    return lines
+
+
+# What TLS costs: the load test's 128^3 and 1024^3 cases in plaintext and
+# over TLS (a P-256 certificate), alternating, twice each, on fresh servers.
+TLS_CASES = [c for c in E2E_CASES if c["name"] in ("s128-c64-x8", "m1024-c16-x4")]
+
+
+def make_certificates(directory):
+    """A CA and a server certificate for 127.0.0.1 (openssl), as in tests/tls_test.cc."""
+    os.makedirs(directory, exist_ok=True)
+    path = lambda name: os.path.join(directory, name)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    with open(path("server.ext"), "w") as f:
+        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    steps = [
+        ["openssl", "req", "-x509", *ec, "-days", "1", "-subj", "/CN=gemmbench-ca",
+         "-keyout", path("ca.key"), "-out", path("ca.pem")],
+        ["openssl", "req", "-new", *ec, "-subj", "/CN=gemm-server",
+         "-keyout", path("server.key"), "-out", path("server.csr")],
+        ["openssl", "x509", "-req", "-days", "1", "-in", path("server.csr"),
+         "-CA", path("ca.pem"), "-CAkey", path("ca.key"), "-CAcreateserial",
+         "-out", path("server.pem"), "-extfile", path("server.ext")],
+    ]
+    for step in steps:
+        subprocess.run(step, check=True, capture_output=True)
+    return path("server.pem"), path("server.key"), path("ca.pem")
+
+
+def scenario_tls(env):
+    """The load test's 128^3 and 1024^3 cases in plaintext and over TLS (needs openssl)."""
+    logs = env.logs("tls")
+    cert, key, ca = make_certificates(os.path.join(logs, "certs"))
+    cases = E2E_SMOKE if env.smoke else selected(TLS_CASES, env.args.cases)
+    results = []
+    for case in cases:
+        for run in (1, 2):
+            for security in ("plaintext", "tls"):
+                name = f"{case['name']}-{security}-{run}"
+                server_flags = ["--tls-cert", cert, "--tls-key", key] if security == "tls" else []
+                client_flags = ["--tls-ca", ca] if security == "tls" else []
+                with Server(env, server_flags, os.path.join(logs, f"server-{name}.log")) as server:
+                    cpu0 = server.cpu_seconds()
+                    report, client = load(env, server, name, case["client"] + client_flags, logs)
+                    cpu1 = server.cpu_seconds()
+                jobs = (report["warmup_jobs"] + report["count"]) if report else 0
+                results.append({
+                    "name": name, "case": case["name"], "security": security, "run": run,
+                    "server_flags": server.cmd[1:], "client": client, "report": report,
+                    "server": {"cpu_ms_per_job": round(1e3 * (cpu1 - cpu0) / max(jobs, 1), 4)}})
+    return {"runs": results}
+
+
+def summarize_tls(results):
+    lines = [f"{'case':30} {LOAD_HEADER} {'srv CPU/job':>11} {'err':>4}"]
+    for c in results["runs"]:
+        r = c["report"]
+        if r is None:
+            lines.append(f"{c['name']:30} failed (rc {c['client']['rc']})")
+            continue
+        lines.append(f"{c['name']:30} {load_row(r)} "
+                     f"{c['server']['cpu_ms_per_job']:9.3f}ms {r['errors']:4d}")
     return lines
 
 
@@ -243,6 +313,7 @@ SCENARIOS = {
     "dispatch": (scenario_dispatch, summarize_dispatch),
     "batching": (scenario_batching, summarize_batching),
     "e2e": (scenario_e2e, summarize_e2e),
+    "tls": (scenario_tls, summarize_tls),
     "tcp": (scenario_tcp, summarize_tcp),
     "soak": (scenario_soak, summarize_soak),
 }

@@ -273,6 +273,22 @@ std::vector<DeviceDescription> CudaExecutor::devices() const {
   return out;
 }
 
+MemoryUse CudaExecutor::memory_use() const {
+  MemoryUse use;
+  for (const auto& device : devices_) {
+    MemoryUse::Device d;
+    d.id = absl::StrCat("cuda:", device->ordinal());
+    d.in_use_bytes = device->pool().in_use();
+    d.cached_bytes = device->pool().cached();
+    d.budget_bytes = device->pool().budget();
+    use.devices.push_back(std::move(d));
+  }
+  use.pinned_in_use_bytes = pinned_->in_use();
+  use.pinned_cached_bytes = pinned_->cached();
+  use.pinned_cache_limit_bytes = pinned_->cache_limit();
+  return use;
+}
+
 std::vector<std::string> CudaExecutor::kernels() const {
   return KernelRegistry::Global().Names();
 }

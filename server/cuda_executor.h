@@ -67,6 +67,7 @@ class CudaExecutor final : public Executor {
   // Creates this thread's cuBLAS handle on every device (a tiny cuBLAS
   // launch each), so that the first job a worker runs does not pay for it.
   absl::Status PrepareWorkerThread() override;
+  MemoryUse memory_use() const override;
   // Batches that can usefully run at once: devices x streams per device.
   int concurrency() const;
   const DispatchPolicy& dispatch_policy() const { return policy_; }

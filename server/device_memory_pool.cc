@@ -73,4 +73,14 @@ void DeviceMemoryPool::ReleaseOneCached() {
   }
 }
 
+uint64_t DeviceMemoryPool::in_use() const {
+  absl::MutexLock lock(&mu_);
+  return in_use_;
+}
+
+uint64_t DeviceMemoryPool::cached() const {
+  absl::MutexLock lock(&mu_);
+  return cached_;
+}
+
 }  // namespace gemm::server

@@ -43,6 +43,9 @@ class DeviceMemoryPool {
   void Free(void* block, uint64_t bytes);
 
   uint64_t budget() const { return budget_; }
+  // Bytes handed out now, and cached for reuse.
+  uint64_t in_use() const;
+  uint64_t cached() const;
 
  private:
   // Gives the largest cached block back to the driver.
@@ -50,7 +53,7 @@ class DeviceMemoryPool {
 
   const std::string label_;
   const uint64_t budget_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   uint64_t in_use_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t cached_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, std::vector<void*>> free_ ABSL_GUARDED_BY(mu_);

@@ -31,6 +31,24 @@ struct DeviceDescription {
   std::string compute_capability;  // "9.0"; empty on the CPU
 };
 
+// What a backend holds in memory now, for the metrics; empty on the CPU.
+struct MemoryUse {
+  struct Device {
+    std::string id;  // "cuda:0"
+    // Operand memory handed to batches, and cached for reuse, under the
+    // device's budget (device_memory_pool.h).
+    uint64_t in_use_bytes = 0;
+    uint64_t cached_bytes = 0;
+    uint64_t budget_bytes = 0;
+  };
+  std::vector<Device> devices;
+  // Page-locked host memory for jobs (pinned_host_pool.h): held by jobs,
+  // and kept for reuse under the cache limit.
+  uint64_t pinned_in_use_bytes = 0;
+  uint64_t pinned_cached_bytes = 0;
+  uint64_t pinned_cache_limit_bytes = 0;
+};
+
 // Jobs that run together; all satisfy JobSpec::SameBatchAs with the first.
 using Batch = std::vector<std::shared_ptr<GemmJob>>;
 
@@ -58,6 +76,9 @@ class Executor {
   // create per-thread state (cuBLAS handles, say) off the hot path. Failures
   // are logged and left for Execute() to report.
   virtual absl::Status PrepareWorkerThread() { return absl::OkStatus(); }
+
+  // Device and pinned host memory held now (read by metrics scrapes).
+  virtual MemoryUse memory_use() const { return MemoryUse(); }
 };
 
 // Wraps an executor in another (a test build injects failures this way);
@@ -89,6 +110,7 @@ class ForwardingExecutor : public Executor {
   absl::Status PrepareWorkerThread() override {
     return inner_->PrepareWorkerThread();
   }
+  MemoryUse memory_use() const override { return inner_->memory_use(); }
 
  protected:
   Executor& inner() const { return *inner_; }

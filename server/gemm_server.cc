@@ -83,6 +83,25 @@ absl::StatusOr<Backend> MakeBackend(const GemmServer::Options& options) {
 #endif
 }
 
+// Counts each batch the executor runs in the metrics (batch sizes,
+// batches by kernel and device).
+class MeteredExecutor final : public ForwardingExecutor {
+ public:
+  MeteredExecutor(std::unique_ptr<Executor> inner, ServerMetrics* metrics)
+      : ForwardingExecutor(std::move(inner)), metrics_(metrics) {}
+
+  absl::Status Execute(const Batch& batch) override {
+    absl::Status status = inner().Execute(batch);
+    metrics_->BatchRan(*batch.front(), batch.size(), status);
+    return status;
+  }
+
+ private:
+  ServerMetrics* const metrics_;
+};
+
+std::vector<Sample> One(double value) { return {Sample{{}, value}}; }
+
 // Plaintext, TLS, or mTLS, from the options' PEM files.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsOf(
     const GemmServer::Options& options) {
@@ -136,6 +155,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
         ") for a result message's header"));
   }
   std::unique_ptr<GemmServer> server(new GemmServer());
+  server->metrics_ = std::make_unique<ServerMetrics>();
   ASSIGN_OR_RETURN(Backend backend, MakeBackend(options));
   if (options.decorate_executor) {
     // The host allocator stays the inner executor's, which the decorated
@@ -145,6 +165,8 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
       return absl::InvalidArgumentError("decorate_executor returned nullptr");
     }
   }
+  backend.executor = std::make_unique<MeteredExecutor>(
+      std::move(backend.executor), server->metrics_.get());
   server->executor_ = std::move(backend.executor);
   server->host_allocator_ = backend.host_allocator;
   BatchScheduler::Options batching = options.batching;
@@ -161,6 +183,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   service_options.version = kVersion;
   service_options.host_allocator = server->host_allocator_;
   service_options.coalesce_small_writes = options.coalesce_small_writes;
+  service_options.metrics = server->metrics_.get();
   server->service_ = std::make_unique<GemmServiceImpl>(
       service_options, server->executor_.get(), server->scheduler_.get());
 
@@ -256,7 +279,125 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
       server->server_->GetHealthCheckService();
   health->SetServingStatus(kServiceName, true);
   health->SetServingStatus(true);
+  server->AddGauges(options);
+  if (!options.metrics_listen.empty()) {
+    const GemmServer* self = server.get();
+    ASSIGN_OR_RETURN(server->metrics_endpoint_,
+                     MetricsEndpoint::Start(options.metrics_listen, [self] {
+                       return self->RenderMetrics();
+                     }));
+  }
   return server;
+}
+
+int GemmServer::metrics_port() const {
+  return metrics_endpoint_ != nullptr ? metrics_endpoint_->port() : 0;
+}
+
+std::string GemmServer::RenderMetrics() const {
+  return metrics_->registry().Render();
+}
+
+void GemmServer::AddGauges(const Options& options) {
+  MetricsRegistry& registry = metrics_->registry();
+  std::string device_names;
+  for (const DeviceDescription& d : executor_->devices()) {
+    absl::StrAppend(&device_names, device_names.empty() ? "" : ", ", d.id, " ",
+                    d.name);
+  }
+  const std::vector<Sample> build = {
+      {{std::string(kVersion), std::string(executor_->backend()), device_names},
+       1}};
+  registry.AddGauge(
+      "gemm_build_info", "Always 1: the server's version, backend and devices",
+      {"version", "backend", "devices"}, [build] { return build; });
+  std::vector<Sample> device_bytes;
+  for (const DeviceDescription& d : executor_->devices()) {
+    if (d.memory_bytes == 0) continue;  // the CPU
+    device_bytes.push_back({{d.id, d.name, d.compute_capability},
+                            static_cast<double>(d.memory_bytes)});
+  }
+  registry.AddGauge("gemm_device_memory_total_bytes",
+                    "Memory of each device the server computes on",
+                    {"device", "name", "compute_capability"},
+                    [device_bytes] { return device_bytes; });
+
+  const BatchScheduler* scheduler = scheduler_.get();
+  const GemmServiceImpl* service = service_.get();
+  registry.AddGauge("gemm_queued_jobs", "Jobs waiting in the queue", {},
+                    [scheduler] { return One(scheduler->queued()); });
+  registry.AddGauge(
+      "gemm_queued_jobs_limit",
+      "Most jobs that may wait in the queue (--max-queued-jobs)", {},
+      [scheduler] { return One(scheduler->options().max_queued_jobs); });
+  registry.AddGauge("gemm_inflight_bytes",
+                    "Bytes claimed by accepted, unfinished jobs", {},
+                    [service] { return One(service->inflight_bytes()); });
+  registry.AddGauge(
+      "gemm_inflight_limit_bytes",
+      "The in-flight budget (--max-inflight-bytes, at least the largest job)",
+      {}, [service] { return One(service->inflight_limit_bytes()); });
+  registry.AddGauge("gemm_open_streams", "GemmStream calls open", {},
+                    [service] { return One(service->open_streams()); });
+  registry.AddGauge("gemm_open_unary_calls", "Unary Gemm calls open", {},
+                    [service] { return One(service->open_unary_calls()); });
+
+  const Executor* executor = executor_.get();
+  auto device_gauge = [&](std::string name, std::string help,
+                          uint64_t MemoryUse::Device::*field) {
+    registry.AddGauge(
+        std::move(name), std::move(help), {"device"}, [executor, field] {
+          std::vector<Sample> samples;
+          for (const auto& d : executor->memory_use().devices) {
+            samples.push_back({{d.id}, static_cast<double>(d.*field)});
+          }
+          return samples;
+        });
+  };
+  device_gauge("gemm_device_memory_used_bytes",
+               "Device memory held by running batches' operands",
+               &MemoryUse::Device::in_use_bytes);
+  device_gauge("gemm_device_memory_cached_bytes",
+               "Device memory kept for reuse by the operand pool",
+               &MemoryUse::Device::cached_bytes);
+  device_gauge("gemm_device_memory_budget_bytes",
+               "The operand pool's budget on each device",
+               &MemoryUse::Device::budget_bytes);
+  auto pinned_gauge = [&](std::string name, std::string help,
+                          uint64_t MemoryUse::*field) {
+    registry.AddGauge(std::move(name), std::move(help), {}, [executor, field] {
+      return One(static_cast<double>(executor->memory_use().*field));
+    });
+  };
+  pinned_gauge("gemm_pinned_host_used_bytes",
+               "Page-locked host memory held by jobs (CUDA backend)",
+               &MemoryUse::pinned_in_use_bytes);
+  pinned_gauge("gemm_pinned_host_cached_bytes",
+               "Page-locked host memory kept for reuse (CUDA backend)",
+               &MemoryUse::pinned_cached_bytes);
+  pinned_gauge("gemm_pinned_host_cache_limit_bytes",
+               "Most page-locked memory kept for reuse (--pinned-cache-bytes)",
+               &MemoryUse::pinned_cache_limit_bytes);
+
+  ConnectionLimiter* connections = connection_limiter_.get();
+  if (connections != nullptr) {
+    registry.AddGauge("gemm_connections",
+                      "TCP connections open (the server's own listener)", {},
+                      [connections] { return One(connections->open()); });
+    const double limit = static_cast<double>(options.max_connections);
+    registry.AddGauge("gemm_connections_limit",
+                      "Most connections open at once (--max-connections; 0: "
+                      "no cap but the descriptor limit's)",
+                      {}, [limit] { return One(limit); });
+    registry.AddSampledCounter(
+        "gemm_connections_refused_total",
+        "Connections closed as soon as accepted: over a limit, or too near "
+        "the descriptor limit",
+        {}, [connections] {
+          return One(static_cast<double>(connections->refused()));
+        });
+  }
+  AddProcessMetrics(registry);
 }
 
 GemmServer::~GemmServer() { Shutdown(absl::ZeroDuration()); }

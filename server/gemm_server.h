@@ -24,7 +24,9 @@
 #include "server/cuda_executor_options.h"
 #include "server/executor.h"
 #include "server/gemm_service.h"
+#include "server/metrics_endpoint.h"
 #include "server/reflection_service.h"
+#include "server/server_metrics.h"
 #include "server/tcp_acceptor.h"
 #include "server/validation.h"
 
@@ -123,6 +125,11 @@ class GemmServer {
     // are queued behind it on the same stream, so that several go out in
     // one socket write. Default false.
     bool coalesce_small_writes = false;
+    // Where /metrics is served over HTTP (metrics_endpoint.h): HOST:PORT,
+    // IPv4 or "[::]" (taken as 0.0.0.0), port 0 for a free one
+    // (metrics_port()). Default empty: no endpoint (the metrics are still
+    // kept; gemm-server's --metrics-listen turns it on).
+    std::string metrics_listen;
     // Wraps the backend's executor before the scheduler and the service
     // use it (a test build of the server injects failures this way; see
     // fault_injecting_executor.h). Default empty: the executor as it is.
@@ -135,6 +142,10 @@ class GemmServer {
 
   // The port the server listens on.
   int port() const { return port_; }
+  // The metrics endpoint's port; 0 when there is none.
+  int metrics_port() const;
+  // Every metric, as /metrics serves it.
+  std::string RenderMetrics() const;
   const Executor& executor() const { return *executor_; }
 
   // What a shutdown did, for its last log line.
@@ -169,7 +180,11 @@ class GemmServer {
 
  private:
   GemmServer() = default;
+  // The gauges read at each scrape, from the parts built by Create().
+  void AddGauges(const Options& options);
 
+  // First: everything below counts into it.
+  std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<Executor> executor_;
   // The executor's pinned pool on CUDA (jobs' host storage); else nullptr.
   HostAllocator* host_allocator_ = nullptr;
@@ -184,6 +199,9 @@ class GemmServer {
   std::unique_ptr<TcpAcceptor> acceptor_;
   int port_ = 0;
   bool shut_down_ = false;
+  // Last: it stops serving (its scrapes read the parts above) before
+  // anything else goes.
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
 };
 
 }  // namespace gemm::server

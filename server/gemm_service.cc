@@ -22,6 +22,7 @@ JobIntake::Options IntakeOptions(const GemmServiceImpl::Options& options) {
   intake.client_shares.max_bytes_per_client =
       options.limits.max_client_inflight_bytes;
   intake.client_shares.max_jobs_per_client = options.limits.max_client_jobs;
+  intake.metrics = options.metrics;
   return intake;
 }
 
@@ -143,6 +144,7 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   open_unary_calls_.fetch_add(1);
+  intake_.counts().CountReceived(request->Length());
   // For the log of a refused job: who, and its shape, once known.
   std::string client;
   std::optional<GemmProblem> shape;
@@ -176,16 +178,22 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
                       GemmJob& done, absl::Status status) {
       if (!status.ok()) {
         intake_.events().Failed(client, "unary call", &done.problem(), status);
+        intake_.counts().CountFailed(status.code(), done);
       } else {
         v1::Timing timing;
         FillTiming(done, &timing);
         *response = wire::EncodeGemmResponse(
             reinterpret_cast<const char*>(done.c()),
             4 * done.problem().c_elements(), timing, weak.lock());
+        // A call that has ended (deadline passed, cancelled) takes no
+        // result to its caller.
+        if (context->IsCancelled()) {
+          intake_.counts().CountFailed(absl::StatusCode::kCancelled, done);
+        } else {
+          intake_.counts().CountSent(response->Length());
+          intake_.counts().CountDelivered(done);
+        }
       }
-      // A call that has ended (deadline passed, cancelled) takes no result
-      // to its caller.
-      intake_.counts().CountAnswered(status.ok() && !context->IsCancelled());
       open_unary_calls_.fetch_sub(1);
       reactor->Finish(ToGrpcStatus(status));
     };
@@ -197,7 +205,7 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     intake_.events().Refused(
         client.empty() ? ClientIdentityOfPeer(context->peer()) : client,
         "unary call", shape.has_value() ? &*shape : nullptr, status);
-    intake_.counts().CountRejected();
+    intake_.counts().CountRejected(status.code());
     open_unary_calls_.fetch_sub(1);
     reactor->Finish(ToGrpcStatus(status));
   }

@@ -61,6 +61,9 @@ class GemmServiceImpl final : public GemmServiceBase {
     // Who may call, and who a caller is (call_auth.h); must outlive the
     // service. Default nullptr: anyone, known by its address.
     const CallAuthenticator* authenticator = nullptr;
+    // Where jobs and bytes are also counted (server_metrics.h); must
+    // outlive the service. Default nullptr: Info's counts only.
+    ServerMetrics* metrics = nullptr;
   };
 
   // `executor` and `scheduler` must outlive the service. Starts a thread
@@ -86,8 +89,9 @@ class GemmServiceImpl final : public GemmServiceBase {
   // Calls still open: streams, and unary Gemm calls.
   size_t open_streams() const { return streams_.open_streams(); }
   size_t open_unary_calls() const { return open_unary_calls_.load(); }
-  // Bytes of the jobs in flight (the in-flight budget's use).
+  // Bytes of the jobs in flight (the in-flight budget's use), and its limit.
   uint64_t inflight_bytes() const { return intake_.budget().used(); }
+  uint64_t inflight_limit_bytes() const { return intake_.budget().limit(); }
   // Jobs turned away before they were accepted (Info's jobs_rejected).
   uint64_t rejected_jobs() const { return intake_.counts().rejected(); }
 

@@ -96,6 +96,7 @@ void GemmStreamReactor::OnReadDone(bool ok) {
     if (!ok) {
       session_.OnReadsDone();
     } else if (!finished_) {
+      intake_->counts().CountReceived(request_.Length());
       const uint64_t epoch = intake_->capacity_epoch();
       const StreamSession::Next next = session_.OnMessage(request_);
       start_read = AfterMessageLocked(next, epoch);
@@ -225,6 +226,7 @@ GemmStreamReactor::Next GemmStreamReactor::DecideLocked(
   if (write_failed_ || cancelled_) outbox.Clear();
   if (!outbox.empty()) {
     response_ = outbox.Next();
+    intake_->counts().CountSent(response_.Length());
     writing_ = true;  // holds off Finish() until OnWriteDone
     // Set while no write is in flight; read by Act() for this write only.
     write_options_ = grpc::WriteOptions();

@@ -43,7 +43,8 @@ JobIntake::JobIntake(const Options& options, Executor* executor,
       budget_(std::max(options.limits.max_inflight_bytes,
                        LargestJobClaimBytes(options.limits)),
               [this] { NotifyCapacity(); }),
-      shares_(SharesFor(options)) {
+      shares_(SharesFor(options)),
+      counts_(options.metrics) {
   wake_thread_ = std::thread([this] { WakeLoop(); });
 }
 

@@ -56,6 +56,9 @@ class JobIntake {
     // Each client's part of the budget and of the jobs (client_shares.h).
     // Default: no per-client limits.
     ClientShares::Options client_shares;
+    // Where JobCounts also counts (server_metrics.h); must outlive the
+    // intake. Default nullptr: Info's counts only.
+    ServerMetrics* metrics = nullptr;
   };
 
   // What a job takes from the RPC that brought it.

@@ -199,7 +199,7 @@ TEST_F(JobIntakeTest, ARefusedJobIsUntouchedAndItsCallbackNeverRuns) {
   EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
   (*job)->Finish(absl::OkStatus());
   EXPECT_FALSE(ran);
-  intake_->counts().CountRejected();
+  intake_->counts().CountRejected(absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(intake_->counts().rejected(), 1u);
 }
 

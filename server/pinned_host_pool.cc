@@ -17,6 +17,7 @@ void* PinnedHostPool::Allocate(uint64_t bytes) {
       void* block = it->second.back();
       it->second.pop_back();
       cached_ -= size;
+      in_use_ += size;
       return block;
     }
   }
@@ -33,6 +34,8 @@ void* PinnedHostPool::Allocate(uint64_t bytes) {
       return nullptr;
     }
   }
+  absl::MutexLock lock(&mu_);
+  in_use_ += size;
   return block;
 }
 
@@ -40,6 +43,7 @@ void PinnedHostPool::Free(void* block, uint64_t bytes) {
   const uint64_t size = SizeClass(bytes);
   {
     absl::MutexLock lock(&mu_);
+    in_use_ -= size;
     if (cached_ + size <= cache_limit_) {
       free_[size].push_back(block);
       cached_ += size;
@@ -47,6 +51,16 @@ void PinnedHostPool::Free(void* block, uint64_t bytes) {
     }
   }
   cudaFreeHost(block);
+}
+
+uint64_t PinnedHostPool::in_use() const {
+  absl::MutexLock lock(&mu_);
+  return in_use_;
+}
+
+uint64_t PinnedHostPool::cached() const {
+  absl::MutexLock lock(&mu_);
+  return cached_;
 }
 
 void PinnedHostPool::Trim() {

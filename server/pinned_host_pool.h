@@ -38,12 +38,18 @@ class PinnedHostPool final : public HostAllocator {
   // Returns every cached block to the driver.
   void Trim();
 
+  // Bytes of pinned blocks held by jobs now, and cached for reuse.
+  uint64_t in_use() const;
+  uint64_t cached() const;
+  uint64_t cache_limit() const { return cache_limit_; }
+
  private:
   const uint64_t cache_limit_;
   const uint64_t max_block_bytes_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::map<uint64_t, std::vector<void*>> free_ ABSL_GUARDED_BY(mu_);
   uint64_t cached_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t in_use_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gemm::server

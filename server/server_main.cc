@@ -26,6 +26,15 @@ namespace {
 // exits.
 constexpr absl::Duration kShutdownBound = absl::Seconds(5);
 
+// Writes `port` to `path` (when not empty) in one step: a reader sees the
+// whole number or no file.
+void WritePortFile(const std::string& path, int port) {
+  if (path.empty()) return;
+  const std::string tmp = path + ".tmp";
+  std::ofstream(tmp) << port << "\n";
+  std::rename(tmp.c_str(), path.c_str());
+}
+
 }  // namespace
 
 int RunServerMain(int argc, char** argv,
@@ -234,6 +243,15 @@ int RunServerMain(int argc, char** argv,
       ->capture_default_str();
   app.add_option("--port-file", port_file,
                  "write the listening port to this file once serving");
+  app.add_option("--metrics-listen", options.metrics_listen,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics "
+                 "(IPv4 HOST, or [::] for every interface; port 0 picks "
+                 "one); empty: no metrics endpoint")
+      ->capture_default_str();
+  std::string metrics_port_file;
+  app.add_option("--metrics-port-file", metrics_port_file,
+                 "write the metrics endpoint's port to this file once "
+                 "serving");
   app.add_option("--log-level", log_level,
                  "trace, debug, info, warn, error or off")
       ->capture_default_str();
@@ -298,11 +316,13 @@ int RunServerMain(int argc, char** argv,
           ? "plaintext"
           : (options.tls_client_ca_file.empty() ? "TLS" : "mTLS"),
       options.token_file.empty() ? "" : ", tokens");
-  if (!port_file.empty()) {
-    const std::string tmp = port_file + ".tmp";
-    std::ofstream(tmp) << (*server)->port() << "\n";
-    std::rename(tmp.c_str(), port_file.c_str());
+  if ((*server)->metrics_port() != 0) {
+    spdlog::info("metrics at http://{}/metrics (port {})",
+                 options.metrics_listen, (*server)->metrics_port());
   }
+  WritePortFile(metrics_port_file, (*server)->metrics_port());
+  // Last: a script waiting for the port file finds everything up.
+  WritePortFile(port_file, (*server)->port());
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);

@@ -19,7 +19,7 @@ bool StreamOutbox::FitsInline(const GemmProblem& problem,
 
 void StreamOutbox::PushRejected(uint64_t job_id, absl::Status status,
                                 const GemmProblem* problem) {
-  counts_->CountRejected();
+  counts_->CountRejected(status.code());
   if (events_ != nullptr) {
     events_->Refused(client_, absl::StrCat("stream job ", job_id), problem,
                      status);
@@ -29,13 +29,13 @@ void StreamOutbox::PushRejected(uint64_t job_id, absl::Status status,
 }
 
 void StreamOutbox::PushFailed(uint64_t job_id, absl::Status status,
-                              const GemmProblem* problem) {
+                              const GemmJob& job) {
   if (events_ != nullptr) {
-    events_->Failed(client_, absl::StrCat("stream job ", job_id), problem,
-                    status);
+    events_->Failed(client_, absl::StrCat("stream job ", job_id),
+                    &job.problem(), status);
   }
   queue_.push_back(Outgoing{job_id, std::move(status), nullptr, 0, false,
-                            /*accepted=*/true});
+                            /*accepted=*/true, JobLabels::Of(job)});
 }
 
 void StreamOutbox::PushResult(uint64_t job_id, std::shared_ptr<GemmJob> job,
@@ -46,7 +46,12 @@ void StreamOutbox::PushResult(uint64_t job_id, std::shared_ptr<GemmJob> job,
 
 void StreamOutbox::Clear() {
   for (const Outgoing& out : queue_) {
-    if (out.accepted) counts_->CountAnswered(false);
+    if (!out.accepted) continue;
+    if (out.job != nullptr) {
+      counts_->CountFailed(absl::StatusCode::kCancelled, *out.job);
+    } else {
+      counts_->CountFailed(absl::StatusCode::kCancelled, out.labels);
+    }
   }
   queue_.clear();
 }
@@ -81,7 +86,11 @@ grpc::ByteBuffer StreamOutbox::Next() {
     end->set_code(static_cast<int>(out.status.code()));
     end->set_message(std::string(out.status.message()));
   }
-  if (out.accepted) counts_->CountAnswered(out.job != nullptr);
+  if (out.job != nullptr) {
+    counts_->CountDelivered(*out.job);
+  } else if (out.accepted) {
+    counts_->CountFailed(out.status.code(), out.labels);
+  }
   queue_.pop_front();
   return wire::EncodeMessage(message);
 }

@@ -7,7 +7,7 @@
 // failed job leaves as one JobEnd with its status. It counts every job it
 // ends in Info's JobCounts: a rejected one when it is queued, an accepted
 // one by what leaves, its result or its error; an accepted job whose end
-// is dropped unsent (Clear) counts as failed.
+// is dropped unsent (Clear) counts as failed (CANCELLED).
 //
 // Thread-safety: not thread-safe; its stream reactor guards it.
 //
@@ -55,8 +55,7 @@ class StreamOutbox {
   void PushRejected(uint64_t job_id, absl::Status status,
                     const GemmProblem* problem = nullptr);
   // Queues the end record of an accepted job that failed.
-  void PushFailed(uint64_t job_id, absl::Status status,
-                  const GemmProblem* problem = nullptr);
+  void PushFailed(uint64_t job_id, absl::Status status, const GemmJob& job);
   // Queues a finished job's result.
   void PushResult(uint64_t job_id, std::shared_ptr<GemmJob> job,
                   bool inline_result);
@@ -80,6 +79,9 @@ class StreamOutbox {
     // Counted when its end leaves or is dropped (rejections are counted
     // when queued).
     bool accepted = false;
+    // A failed job's labels in the metrics (not the job itself, whose
+    // memory goes at once).
+    JobLabels labels;
   };
 
   const uint64_t result_chunk_bytes_;

@@ -362,13 +362,13 @@ void StreamSession::OnJobDone(uint64_t id, bool inline_result, GemmJob& job,
   running_.erase(it);
   if (cancelled_) {
     // Its answer reaches nobody.
-    intake_->counts().CountAnswered(false);
+    intake_->counts().CountFailed(absl::StatusCode::kCancelled, job);
     return;
   }
   if (status.ok()) {
     outbox_.PushResult(id, std::move(owned), inline_result);
   } else {
-    outbox_.PushFailed(id, std::move(status), &owned->problem());
+    outbox_.PushFailed(id, std::move(status), *owned);
   }
 }
 

@@ -9,6 +9,8 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstdio>
+#include <fstream>
 #include <limits>
 #include <map>
 
@@ -16,6 +18,7 @@
 #include "common/reference_gemm.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_presence.h"
+#include "tests/metrics_scrape.h"
 #include "tests/server_process.h"
 #include "tests/test_job.h"
 
@@ -36,9 +39,16 @@ class GpuIntegrationTest : public ::testing::Test {
         new absl::StatusOr<kernels::CudaPresence>(kernels::ProbeCudaDevices());
     if (!gpu_->ok() || !(*gpu_)->present) return;
     // A queue delay long enough for a burst of jobs to form one batch.
-    server_ = new ServerProcess({"--backend", "cuda", "--max-batch-size", "32",
-                                 "--max-queue-delay-us", "20000"});
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    const std::string port_file =
+        std::string(tmp != nullptr ? tmp : "/tmp") + "/gpu-metrics.port";
+    std::remove(port_file.c_str());
+    server_ =
+        new ServerProcess({"--backend", "cuda", "--max-batch-size", "32",
+                           "--max-queue-delay-us", "20000", "--metrics-listen",
+                           "127.0.0.1:0", "--metrics-port-file", port_file});
     ASSERT_TRUE(server_->Start().ok());
+    std::ifstream(port_file) >> metrics_port_;
   }
   static void TearDownTestSuite() {
     if (server_ != nullptr) {
@@ -84,10 +94,12 @@ class GpuIntegrationTest : public ::testing::Test {
 
   static absl::StatusOr<kernels::CudaPresence>* gpu_;
   static ServerProcess* server_;
+  static int metrics_port_;
   std::unique_ptr<GemmClient> client_;
 };
 absl::StatusOr<kernels::CudaPresence>* GpuIntegrationTest::gpu_ = nullptr;
 ServerProcess* GpuIntegrationTest::server_ = nullptr;
+int GpuIntegrationTest::metrics_port_ = 0;
 
 TEST_F(GpuIntegrationTest, InfoDescribesTheGpu) {
   auto info = client_->Info();
@@ -151,6 +163,54 @@ TEST_F(GpuIntegrationTest, LargeJobOverTheStream) {
   jobs.push_back(std::make_unique<TestJob>(1100, 1000, 900, false, true, 1.0f,
                                            0.5f, 3, "auto"));
   RunAll(jobs);
+}
+
+}  // namespace
+}  // namespace gemm
+
+namespace gemm {
+namespace {
+
+// The metrics of a CUDA server: jobs counted on the GPU, with copy times,
+// and the device and pinned pools that the jobs filled.
+TEST_F(GpuIntegrationTest, MetricsCountTheGpuJobsAndItsMemory) {
+  ASSERT_GT(metrics_port_, 0);
+  const std::string before = testing::ScrapeMetrics(metrics_port_);
+  ASSERT_FALSE(before.empty());
+  const std::string ok_series =
+      "gemm_jobs_total{outcome=\"ok\",code=\"OK\",kernel=\"cublas\","
+      "device=\"cuda:0\"}";
+  const double ok_before =
+      std::max(0.0, testing::MetricSample(before, ok_series));
+  std::vector<std::unique_ptr<TestJob>> jobs;
+  for (int i = 0; i < 6; ++i) {
+    jobs.push_back(std::make_unique<TestJob>(257, 129, 511, false, false, 1.0f,
+                                             0.0f, 50 + i, "cublas"));
+  }
+  RunAll(jobs);
+  const std::string text = testing::ScrapeMetrics(metrics_port_);
+  EXPECT_EQ(testing::MetricSample(text, ok_series), ok_before + 6) << text;
+  EXPECT_GT(testing::MetricSample(
+                text, "gemm_job_h2d_seconds_sum{device=\"cuda:0\"}"),
+            0);
+  EXPECT_GT(testing::MetricSample(
+                text, "gemm_job_d2h_seconds_sum{device=\"cuda:0\"}"),
+            0);
+  EXPECT_GT(testing::MetricSample(
+                text, "gemm_device_memory_budget_bytes{device=\"cuda:0\"}"),
+            0);
+  // Operand blocks stay cached once the batches are done.
+  EXPECT_GT(testing::MetricSample(
+                text, "gemm_device_memory_cached_bytes{device=\"cuda:0\"}"),
+            0);
+  EXPECT_EQ(testing::MetricSample(
+                text, "gemm_device_memory_used_bytes{device=\"cuda:0\"}"),
+            0);
+  EXPECT_GT(testing::MetricSample(text, "gemm_pinned_host_cached_bytes "), 0);
+  EXPECT_GT(testing::MetricSample(
+                text, "gemm_device_memory_total_bytes{device=\"cuda:0\""),
+            1e9);
+  EXPECT_NE(text.find("backend=\"cuda\""), std::string::npos);
 }
 
 }  // namespace
