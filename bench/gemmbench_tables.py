@@ -200,6 +200,32 @@ def table_tcp(report, path):
     return lines + ["", provenance(report, path)]
 
 
+def table_tls(report, path):
+    """Each case in plaintext and over TLS: both runs' figures, and the ratio of the means."""
+    runs = report["results"]["runs"]
+    lines = ["| case | security | jobs/s (runs) | p50 / p99 ms (runs) | GB/s in+out | "
+             "server CPU / job | TLS / plaintext jobs/s |", "|---|---|---|---|---|---|---:|"]
+    cases = list(dict.fromkeys(r["case"] for r in runs))
+    for case in cases:
+        mean = {}
+        for security in ("plaintext", "tls"):
+            mine = [r for r in runs if r["case"] == case and r["security"] == security and r["report"]]
+            if not mine:
+                continue
+            mean[security] = sum(r["report"]["requests_per_s"] for r in mine) / len(mine)
+            ratio = (f"{mean['tls'] / mean['plaintext']:.2f}"
+                     if security == "tls" and "plaintext" in mean else "")
+            lines.append(
+                f"| {case} | {security} | "
+                + " / ".join(f"{r['report']['requests_per_s']:,.0f}" for r in mine) + " | "
+                + " / ".join(f"{r['report']['latency_ms']['p50']:.2f}, {r['report']['latency_ms']['p99']:.2f}"
+                             for r in mine) + " | "
+                + " / ".join(f"{e2e_figures(r)[2]:.1f}" for r in mine) + " | "
+                + " / ".join(f"{r['server']['cpu_ms_per_job']:.3g} ms" for r in mine)
+                + f" | {ratio} |")
+    return lines + ["", provenance(report, path)]
+
+
 def table_suites(report, path):
     lines = ["| suite | verdict | tests passed | failed |", "|---|---|---:|---:|"]
     for s in report["results"]["suites"]:
@@ -271,6 +297,7 @@ TABLES = {
     "e2e-targets": ("e2e", None),
     "tcp": ("tcp", table_tcp),
     "suites": ("suites", table_suites),
+    "tls": ("tls", table_tls),
     "soak": ("soak", table_soak),
     "attack": ("attack", table_attack),
     "attack-full": ("attack-full", table_attack),
