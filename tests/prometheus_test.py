@@ -1,10 +1,13 @@
-"""A real Prometheus scrapes a real gemm-server under load.
+"""A real Prometheus scrapes real gemm-server replicas under load.
 
-Starts gemm-server with its metrics endpoint, and Prometheus (Debian's
-prometheus package) on a loopback port with a generated configuration that
-scrapes it every second; runs `gemm-client load` with verification; then asks
-Prometheus's HTTP API for the jobs counter, which must equal the jobs the
-client had answered OK, and checks that it was scraped during the load.
+Starts two gemm-server replicas with their metrics endpoints, and Prometheus
+(Debian's prometheus package) on a loopback port with a generated
+configuration that scrapes both every second; runs `gemm-client load` with
+verification against one target naming both (ipv4:A,B, balanced round
+robin, as a Kubernetes headless Service's dns:/// name would be); then asks
+Prometheus's HTTP API for the jobs counter summed over the replicas, which
+must equal the jobs the client had answered OK, with each replica serving a
+share, and checks that it was scraped during the load.
 
 Usage: prometheus_test.py GEMM_SERVER GEMM_CLIENT
 """
@@ -21,6 +24,7 @@ import urllib.parse
 import urllib.request
 
 PROMETHEUS = "/usr/bin/prometheus"
+REPLICAS = 2
 
 
 def free_port():
@@ -71,18 +75,21 @@ def main():
                             dir=os.environ.get("TEST_TMPDIR"))
     processes = []
     try:
-        server_log = open(os.path.join(work, "server.log"), "w")
-        server = subprocess.Popen(
-            [server_bin, "--listen", "127.0.0.1:0", "--backend", "cpu",
-             "--port-file", os.path.join(work, "port"),
-             "--metrics-listen", "127.0.0.1:0",
-             "--metrics-port-file", os.path.join(work, "metrics.port"),
-             "--log-level", "warn", "--drain-delay-s", "0"],
-            stdout=server_log, stderr=subprocess.STDOUT)
-        processes.append(server)
-        port = wait_for_file(os.path.join(work, "port"), server, "gemm-server")
-        metrics_port = wait_for_file(os.path.join(work, "metrics.port"), server,
-                                     "gemm-server")
+        ports, metrics_ports = [], []
+        for replica in range(REPLICAS):
+            files = {key: os.path.join(work, f"{key}.{replica}")
+                     for key in ("port", "metrics-port", "log")}
+            server = subprocess.Popen(
+                [server_bin, "--listen", "127.0.0.1:0", "--backend", "cpu",
+                 "--port-file", files["port"],
+                 "--metrics-listen", "127.0.0.1:0",
+                 "--metrics-port-file", files["metrics-port"],
+                 "--log-level", "warn", "--drain-delay-s", "0"],
+                stdout=open(files["log"], "w"), stderr=subprocess.STDOUT)
+            processes.append(server)
+            ports.append(wait_for_file(files["port"], server, "gemm-server"))
+            metrics_ports.append(wait_for_file(files["metrics-port"], server,
+                                               "gemm-server"))
 
         web_port = free_port()
         config = os.path.join(work, "prometheus.yml")
@@ -94,7 +101,8 @@ def main():
                 "scrape_configs:\n"
                 "  - job_name: gemm\n"
                 "    static_configs:\n"
-                f"      - targets: ['127.0.0.1:{metrics_port}']\n")
+                "      - targets: [" +
+                ", ".join(f"'127.0.0.1:{p}'" for p in metrics_ports) + "]\n")
         prometheus_log = open(os.path.join(work, "prometheus.log"), "w")
         prometheus = subprocess.Popen(
             [PROMETHEUS, f"--config.file={config}",
@@ -117,9 +125,9 @@ def main():
             time.sleep(0.2)
 
         # Prometheus picks up new targets every 5 s: the load starts once the
-        # server has been scraped.
+        # replicas have been scraped.
         deadline = time.time() + 30
-        while scalar(api, 'up{job="gemm"}') != 1:
+        while scalar(api, 'sum(up{job="gemm"})') != REPLICAS:
             if time.time() > deadline:
                 sys.exit("FAIL: Prometheus did not scrape gemm-server within "
                          "30 s:\n" +
@@ -129,8 +137,9 @@ def main():
         # Load for 4 s: several scrapes land while it runs.
         report = os.path.join(work, "load.json")
         subprocess.run(
-            [client_bin, "load", "-s", f"127.0.0.1:{port}", "-d", "4",
-             "--warmup-s", "0", "-c", "8",
+            [client_bin, "load", "-s",
+             "ipv4:" + ",".join(f"127.0.0.1:{p}" for p in ports), "-d", "4",
+             "--warmup-s", "0", "-c", "8", "--connections", "2",
              "--shapes", "64x64x64,33x17x5", "--unary-share", "0.25",
              "--verify-every", "50", "-q", "--json", report],
             check=True, stdout=subprocess.DEVNULL)
@@ -153,13 +162,20 @@ def main():
         if seen != sent_ok:
             sys.exit(f"FAIL: Prometheus has {seen} jobs ok, the client had "
                      f"{sent_ok} answered OK")
-        up = scalar(api, 'up{job="gemm"}')
-        if up != 1:
-            sys.exit(f"FAIL: up{{job=\"gemm\"}} is {up}")
+        up = scalar(api, 'sum(up{job="gemm"})')
+        if up != REPLICAS:
+            sys.exit(f"FAIL: {up} of {REPLICAS} replicas up")
+        # Each replica served a share: the client balanced over both.
+        shares = query(api, 'sum by (instance) '
+                            '(gemm_jobs_total{job="gemm",outcome="ok"})')
+        per_replica = sorted(float(r["value"][1]) for r in shares)
+        if len(per_replica) != REPLICAS or per_replica[0] < 0.2 * sent_ok:
+            sys.exit(f"FAIL: jobs by replica {per_replica} of {sent_ok}: "
+                     "not balanced")
         # Scraped while the load ran: the counter changed between scrapes
         # more than once (0, values during the load, the final count).
         changes = scalar(
-            api, 'changes(gemm_jobs_total{job="gemm",outcome="ok"}[1m])')
+            api, 'min(changes(gemm_jobs_total{job="gemm",outcome="ok"}[1m]))')
         if changes is None or changes < 2:
             sys.exit(f"FAIL: the counter changed {changes} times between "
                      "scrapes: not scraped during the load")
@@ -168,8 +184,9 @@ def main():
         if p99 is None or not p99 > 0:
             sys.exit(f"FAIL: no p99 of the server time from the histogram: {p99}")
         print(f"PASS: jobs ok in Prometheus {seen:.0f} = the client's "
-              f"{sent_ok}; the counter changed {changes:.0f} times between "
-              f"scrapes; server-time p99 {p99 * 1e3:.2f} ms")
+              f"{sent_ok}, by replica {per_replica}; each counter changed at "
+              f"least {changes:.0f} times between scrapes; server-time p99 "
+              f"{p99 * 1e3:.2f} ms")
     finally:
         for process in processes:
             if process.poll() is None:
