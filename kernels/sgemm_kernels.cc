@@ -71,6 +71,10 @@ constexpr ChapterKernelEntry kChapterKernels[] = {
      "vectorized: v4 tiling, A transposed in shared memory, float4 global "
      "access",
      LaunchSgemmVectorized},
+    {"v6",
+     "warp tiling: v5 with 64x32 warp tiles of 2x2 sub-tiles, 4x4 per "
+     "thread (conflict-free shared-memory reads)",
+     LaunchSgemmWarpTiling},
 };
 
 }  // namespace

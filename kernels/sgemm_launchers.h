@@ -36,10 +36,13 @@ cudaError_t LaunchSgemm2dRegisterTiling(const SgemmArgs& args,
                                         cudaStream_t stream);  // v4
 cudaError_t LaunchSgemmVectorized(const SgemmArgs& args,
                                   cudaStream_t stream);  // v5
+cudaError_t LaunchSgemmWarpTiling(const SgemmArgs& args,
+                                  cudaStream_t stream);  // v6
 
-// True when v5 can use 16-byte global accesses for `args`: every base pointer
-// 16-byte aligned, every leading dimension and batch stride a multiple of 4.
-// Otherwise v5 runs its scalar-access instantiation (same tiling, same math).
+// True when v5 (and v6) can use 16-byte global accesses for `args`: every base
+// pointer 16-byte aligned, every leading dimension and batch stride a multiple
+// of 4. Otherwise v5 runs its scalar-access instantiation (same tiling, same
+// math).
 bool SgemmVectorAccessAllowed(const SgemmArgs& args);
 
 // Float64 reference for checking: ref[i * n + j] (per batch member, dense,
