@@ -1,8 +1,10 @@
-// dispatch-bench: how close "auto" comes to the better of v5 and cuBLAS.
+// dispatch-bench: how close "auto" comes to the best of its candidates (the
+// project's best own kernel and cuBLAS: server/dispatch_calibration.h's
+// AutoCandidates()).
 //
 // Builds a CudaExecutor (which calibrates its dispatch table, or loads it
-// from --dispatch-cache), then times v5 and cuBLAS on a sweep of shapes that
-// are mostly off the calibration grid (CUDA events, median of --reps after
+// from --dispatch-cache), then times every candidate on a sweep of shapes
+// that are mostly off the calibration grid (CUDA events, median of --reps after
 // a warm-up, kernels/launch_timer.h; random operands) and reports, per shape,
 // auto's choice, the best kernel and auto's slowdown against it. Writes JSON.
 //
@@ -24,6 +26,7 @@
 #include "kernels/launch_timer.h"
 #include "kernels/sgemm.h"
 #include "server/cuda_executor.h"
+#include "server/dispatch_calibration.h"
 
 namespace {
 
@@ -65,7 +68,7 @@ double TimeMs(const std::string& name, int m, int n, int k, const float* a,
 int main(int argc, char** argv) {
   std::string out, cache;
   int reps = 7;
-  CLI::App app{"dispatch-bench: auto vs the best of v5 and cuBLAS"};
+  CLI::App app{"dispatch-bench: auto vs the best of its candidate kernels"};
   app.add_option("--out", out, "JSON file");
   app.add_option("--dispatch-cache", cache, "as gemm-server's flag");
   app.add_option("--reps", reps)->capture_default_str();
@@ -123,42 +126,69 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
+  const std::vector<std::string> candidates = gemm::server::AutoCandidates();
   std::vector<std::string> rows;
   double worst = 0, sum_auto = 0, sum_best = 0;
-  std::printf("%-18s %10s %10s %8s %8s %9s\n", "shape", "v5 ms", "cublas ms",
-              "auto", "best", "auto/best");
+  int own_chosen = 0;
+  std::printf("%-18s", "shape");
+  for (const std::string& name : candidates) {
+    std::printf(" %10s", (name + " ms").c_str());
+  }
+  std::printf(" %8s %8s %9s\n", "auto", "best", "auto/best");
   for (auto& s : shapes) {
     const gemm::GemmProblem shape{static_cast<uint32_t>(s[0]),
                                   static_cast<uint32_t>(s[1]),
                                   static_cast<uint32_t>(s[2])};
-    const double v5 = TimeMs("v5", s[0], s[1], s[2], a, b, c, stream, reps);
-    const double cu = TimeMs("cublas", s[0], s[1], s[2], a, b, c, stream, reps);
+    std::vector<double> ms;
+    for (const std::string& name : candidates) {
+      ms.push_back(TimeMs(name, s[0], s[1], s[2], a, b, c, stream, reps));
+    }
     const std::string chosen = policy.Choose(shape);
-    const double auto_ms = chosen == "v5" ? v5 : cu;
-    const double best = std::min(v5, cu);
+    const size_t best_index =
+        std::min_element(ms.begin(), ms.end()) - ms.begin();
+    const size_t chosen_index =
+        std::find(candidates.begin(), candidates.end(), chosen) -
+        candidates.begin();
+    if (chosen_index == ms.size()) {
+      std::fprintf(stderr, "auto chose %s, not a candidate\n", chosen.c_str());
+      return 1;
+    }
+    if (chosen != "cublas") ++own_chosen;
+    const double auto_ms = ms[chosen_index];
+    const double best = ms[best_index];
     const double ratio = auto_ms / best;
     worst = std::max(worst, ratio);
     sum_auto += auto_ms;
     sum_best += best;
-    std::printf("%5dx%5dx%5d %10.4f %10.4f %8s %8s %9.3f\n", s[0], s[1], s[2],
-                v5, cu, chosen.c_str(), v5 < cu ? "v5" : "cublas", ratio);
+    std::printf("%5dx%5dx%5d", s[0], s[1], s[2]);
+    std::vector<std::string> times;
+    for (size_t i = 0; i < ms.size(); ++i) {
+      std::printf(" %10.4f", ms[i]);
+      times.push_back(
+          absl::StrFormat("\"%s\": %.5f", candidates[i].c_str(), ms[i]));
+    }
+    std::printf(" %8s %8s %9.3f\n", chosen.c_str(),
+                candidates[best_index].c_str(), ratio);
     rows.push_back(absl::StrFormat(
-        "{\"m\": %d, \"n\": %d, \"k\": %d, \"v5_ms\": %.5f, \"cublas_ms\": "
-        "%.5f, \"auto\": \"%s\", \"best\": \"%s\", \"auto_over_best\": %.4f}",
-        s[0], s[1], s[2], v5, cu, chosen, v5 < cu ? "v5" : "cublas", ratio));
+        "{\"m\": %d, \"n\": %d, \"k\": %d, \"times_ms\": {%s}, \"auto\": "
+        "\"%s\", \"best\": \"%s\", \"auto_over_best\": %.4f}",
+        s[0], s[1], s[2], absl::StrJoin(times, ", "), chosen,
+        candidates[best_index], ratio));
   }
   const auto devices = (*executor)->devices();
   std::printf(
-      "worst auto/best %.3f; sum over the sweep %.3f; table %s (%zu "
-      "shapes), executor start %.2f s\n",
-      worst, sum_auto / sum_best, policy.origin().c_str(),
-      policy.entries().size(), create_s);
+      "worst auto/best %.3f; sum over the sweep %.3f; own kernels chosen for "
+      "%d of %zu shapes; table %s (%zu shapes), executor start %.2f s\n",
+      worst, sum_auto / sum_best, own_chosen, shapes.size(),
+      policy.origin().c_str(), policy.entries().size(), create_s);
   const std::string json = absl::StrFormat(
       "{\"device\": \"%s\", \"table\": \"%s\", \"table_shapes\": %d, "
+      "\"candidates\": [\"%s\"], \"own_kernel_chosen\": %d, "
       "\"executor_start_s\": %.3f, \"reps\": %d, \"worst_auto_over_best\": "
       "%.4f, \"sweep_auto_over_best\": %.4f, \"shapes\": [%s]}",
-      devices.front().name, policy.origin(), policy.entries().size(), create_s,
-      reps, worst, sum_auto / sum_best, absl::StrJoin(rows, ",\n  "));
+      devices.front().name, policy.origin(), policy.entries().size(),
+      absl::StrJoin(candidates, "\", \""), own_chosen, create_s, reps, worst,
+      sum_auto / sum_best, absl::StrJoin(rows, ",\n  "));
   if (!out.empty()) std::ofstream(out) << json << "\n";
   return 0;
 }

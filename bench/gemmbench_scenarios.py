@@ -42,7 +42,7 @@ def summarize_kernels(results):
 
 
 def scenario_dispatch(env):
-    """dispatch-bench: auto's choice against the best of v5 and cuBLAS per shape."""
+    """dispatch-bench: auto's choice against the best of its candidates per shape."""
     env.need_gpu()
     logs = env.logs("dispatch")
     out = os.path.join(logs, "dispatch.json")
@@ -58,7 +58,8 @@ def scenario_dispatch(env):
 
 def summarize_dispatch(results):
     return [f"{len(results['shapes'])} shapes: worst auto/best {results['worst_auto_over_best']:.3f}, "
-            f"sweep auto/best {results['sweep_auto_over_best']:.3f}"]
+            f"sweep auto/best {results['sweep_auto_over_best']:.3f}, own kernel chosen for "
+            f"{results.get('own_kernel_chosen', '?')}"]
 
 
 BATCHING_CASES = [

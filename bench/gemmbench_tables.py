@@ -85,12 +85,22 @@ def table_kernels_by_shape(report, path):
 
 def table_dispatch(report, path):
     r = report["results"]
-    lines = ["| M x N x K | v5 (ms) | cuBLAS (ms) | auto picks | best | auto / best |",
-             "|---|---:|---:|---|---|---:|"]
+    # Reports before the candidates were listed timed v5 and cuBLAS.
+    candidates = r.get("candidates", ["v5", "cublas"])
+    times = lambda s: s.get("times_ms") or {"v5": s["v5_ms"], "cublas": s["cublas_ms"]}
+    label = lambda name: "cuBLAS" if name == "cublas" else name
+    lines = ["| M x N x K | " + " | ".join(f"{label(c)} (ms)" for c in candidates)
+             + " | auto picks | best | auto / best |",
+             "|---|" + "---:|" * len(candidates) + "---|---|---:|"]
     for s in r["shapes"]:
-        lines.append(f"| {s['m']}x{s['n']}x{s['k']} | {s['v5_ms']:.4f} | {s['cublas_ms']:.4f} | "
-                     f"{s['auto']} | {s['best']} | {s['auto_over_best']:.3f} |")
-    return lines + ["", f"Worst auto/best {r['worst_auto_over_best']:.3f}; table of "
+        t = times(s)
+        lines.append(f"| {s['m']}x{s['n']}x{s['k']} | "
+                     + " | ".join(f"{t[c]:.4f}" for c in candidates)
+                     + f" | {s['auto']} | {s['best']} | {s['auto_over_best']:.3f} |")
+    own = r.get("own_kernel_chosen")
+    chosen = (f"auto sends {own} of {len(r['shapes'])} shapes to the project's own kernel; "
+              if own is not None else "")
+    return lines + ["", f"Worst auto/best {r['worst_auto_over_best']:.3f}; {chosen}table of "
                         f"{r['table_shapes']} shapes. " + provenance(report, path)]
 
 
