@@ -53,6 +53,7 @@ KEY_CHANGE = {
     "v2": "shared-memory tiling, 32x32", "v3": "1-D register tiling, 64x64, BK 8, TM 8",
     "v4": "2-D register tiling, 128x128, BK 8, 8x8", "v5": "vectorized (A^T in shared memory, float4)",
     "v6": "warp tiling (64x32 warp tiles, 4x4 per thread)",
+    "v7": "double buffering (two shared-memory stages, next slice prefetched)",
 }
 
 

@@ -75,6 +75,10 @@ constexpr ChapterKernelEntry kChapterKernels[] = {
      "warp tiling: v5 with 64x32 warp tiles of 2x2 sub-tiles, 4x4 per "
      "thread (conflict-free shared-memory reads)",
      LaunchSgemmWarpTiling},
+    {"v7",
+     "double buffering: v6 with two shared-memory stages, the next K slice "
+     "loaded while this one is multiplied",
+     LaunchSgemmDoubleBuffering},
 };
 
 }  // namespace

@@ -38,11 +38,13 @@ cudaError_t LaunchSgemmVectorized(const SgemmArgs& args,
                                   cudaStream_t stream);  // v5
 cudaError_t LaunchSgemmWarpTiling(const SgemmArgs& args,
                                   cudaStream_t stream);  // v6
+cudaError_t LaunchSgemmDoubleBuffering(const SgemmArgs& args,
+                                       cudaStream_t stream);  // v7
 
-// True when v5 (and v6) can use 16-byte global accesses for `args`: every base
-// pointer 16-byte aligned, every leading dimension and batch stride a multiple
-// of 4. Otherwise v5 runs its scalar-access instantiation (same tiling, same
-// math).
+// True when v5 (and v6, v7) can use 16-byte global accesses for `args`: every
+// base pointer 16-byte aligned, every leading dimension and batch stride a
+// multiple of 4. Otherwise v5 runs its scalar-access instantiation (same
+// tiling, same math).
 bool SgemmVectorAccessAllowed(const SgemmArgs& args);
 
 // Float64 reference for checking: ref[i * n + j] (per batch member, dense,
