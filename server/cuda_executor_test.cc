@@ -110,7 +110,7 @@ TEST_F(CudaExecutorTest, DescribesDevicesAndKernels) {
   EXPECT_FALSE(devices[0].compute_capability.empty());
   const auto kernels = executor_->kernels();
   for (const char* name :
-       {"v0", "v1", "v2", "v3", "v4", "v5", "v6", "cublas"}) {
+       {"v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "cublas"}) {
     EXPECT_NE(std::find(kernels.begin(), kernels.end(), name), kernels.end())
         << name;
   }
@@ -121,7 +121,8 @@ TEST_F(CudaExecutorTest, ResolvesKernels) {
   auto chosen = executor_->ResolveKernel(Shape(1024, 1024, 1024), "auto");
   ASSERT_TRUE(chosen.ok());
   // One of the candidates (dispatch_calibration.h).
-  EXPECT_TRUE(*chosen == "v6" || *chosen == "cublas") << *chosen;
+  EXPECT_TRUE(*chosen == "v6" || *chosen == "v7" || *chosen == "cublas")
+      << *chosen;
   EXPECT_EQ(*executor_->ResolveKernel(Shape(8, 8, 8), "v2"), "v2");
   EXPECT_EQ(executor_->ResolveKernel(Shape(8, 8, 8), "v99").status().code(),
             absl::StatusCode::kInvalidArgument);

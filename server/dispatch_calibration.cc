@@ -79,9 +79,9 @@ absl::StatusOr<DispatchPolicy> Measure(CudaDevice& device) {
 
 }  // namespace
 
-// The best of the project's own kernels (v6 beats v5 on every shape
-// measured, docs/kernels.md) and cuBLAS.
-std::vector<std::string> AutoCandidates() { return {"v6", "cublas"}; }
+// The project's best own kernels and cuBLAS: v6 wins on large squares, v7
+// on mid-sized and odd shapes (docs/kernels.md); v0..v5 never beat both.
+std::vector<std::string> AutoCandidates() { return {"v6", "v7", "cublas"}; }
 
 absl::StatusOr<DispatchPolicy> CalibrateDispatch(
     CudaDevice& device, const CudaExecutorOptions& options) {

@@ -1,6 +1,6 @@
 // CalibrateDispatch: the CUDA backend's dispatch table for "auto", loaded
 // from the cache file when it holds one for this GPU, else measured at
-// start: every candidate kernel (v6, cuBLAS) on every shape of
+// start: every candidate kernel (v6, v7, cuBLAS) on every shape of
 // DispatchPolicy::DefaultGrid() on random operands, each the median of
 // three timed launches after a warm-up (kernels/launch_timer.h), and saved
 // to the cache file when one is set.
@@ -10,7 +10,7 @@
 //
 //   ASSIGN_OR_RETURN(DispatchPolicy policy,
 //                    CalibrateDispatch(device, options));
-//   std::string kernel = policy.Choose(problem);  // "v6" or "cublas"
+//   std::string kernel = policy.Choose(problem);  // "v6", "v7" or "cublas"
 #ifndef GEMM_SERVER_DISPATCH_CALIBRATION_H_
 #define GEMM_SERVER_DISPATCH_CALIBRATION_H_
 

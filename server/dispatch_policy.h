@@ -2,7 +2,7 @@
 // timings measured on the GPU at hand.
 //
 // The table holds, for a grid of (m, n, k), the time of each candidate
-// kernel (by default v6 and cuBLAS). Choose() takes the grid point nearest
+// kernel (by default v6, v7 and cuBLAS). Choose() takes the grid point nearest
 // to the shape in log2 space and returns its fastest kernel. The table is
 // measured once at start (Calibrate, with a measuring function the CUDA
 // executor supplies, so this file needs no GPU) and may be cached in a
@@ -12,10 +12,11 @@
 // thread.
 //
 //   ASSIGN_OR_RETURN(DispatchPolicy policy,
-//                    DispatchPolicy::Calibrate("NVIDIA H200", {"v6", "cublas"},
+//                    DispatchPolicy::Calibrate("NVIDIA H200", {"v6", "v7",
+//                    "cublas"},
 //                                              DispatchPolicy::DefaultGrid(),
 //                                              measure));
-//   std::string kernel = policy.Choose(shape);  // "v6" or "cublas"
+//   std::string kernel = policy.Choose(shape);  // "v6", "v7" or "cublas"
 #ifndef GEMM_SERVER_DISPATCH_POLICY_H_
 #define GEMM_SERVER_DISPATCH_POLICY_H_
 
