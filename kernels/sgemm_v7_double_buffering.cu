@@ -30,7 +30,8 @@ template <
     bool kTransA,        // A is stored transposed (k x m)
     bool kTransB,        // B is stored transposed (n x k)
     bool kVectorAccess>  // global memory moves in float4s (else in scalars)
-__global__ void __launch_bounds__((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32, 2)
+__global__ void __launch_bounds__((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32,
+                                  2)
     SgemmDoubleBufferingKernel(SgemmArgs args) {
   // A lane's thread tile, and how the 32 lanes tile a warp's sub-tile.
   constexpr int kThreadM = 4, kThreadN = 4;
@@ -201,7 +202,8 @@ constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 8, kWarpM = 64,
 
 }  // namespace
 
-cudaError_t LaunchSgemmDoubleBuffering(const SgemmArgs& args, cudaStream_t stream) {
+cudaError_t LaunchSgemmDoubleBuffering(const SgemmArgs& args,
+                                       cudaStream_t stream) {
   const bool vector_access = SgemmVectorAccessAllowed(args);
   return detail::ForEachBatchChunk(args, [&](const SgemmArgs& chunk) {
     const dim3 block((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32);
@@ -212,11 +214,11 @@ cudaError_t LaunchSgemmDoubleBuffering(const SgemmArgs& args, cudaStream_t strea
                      kTransB = decltype(trans_b)::value;
       if (vector_access) {
         SgemmDoubleBufferingKernel<kBlockM, kBlockN, kBlockK, kWarpM, kWarpN,
-                              kTransA, kTransB, true>
+                                   kTransA, kTransB, true>
             <<<grid, block, 0, stream>>>(chunk);
       } else {
         SgemmDoubleBufferingKernel<kBlockM, kBlockN, kBlockK, kWarpM, kWarpN,
-                              kTransA, kTransB, false>
+                                   kTransA, kTransB, false>
             <<<grid, block, 0, stream>>>(chunk);
       }
     });
