@@ -7,6 +7,7 @@ lines of the table printed at the end of a run.
 
 import os
 import re
+import json
 import shlex
 import subprocess
 import sys
@@ -252,6 +253,67 @@ def summarize_tls(results):
     return lines
 
 
+# numpy's float32 matmul with the host's own BLAS, and with libgemm_blas.so
+# preloaded so that the product goes to gemm-server on the same host.
+BLAS_MATMUL = r"""
+import json, sys, time
+import numpy as np
+n, reps = int(sys.argv[1]), int(sys.argv[2])
+rng = np.random.default_rng(5)
+a = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+b = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+c = a @ b  # warm-up: the first call opens the channel or spins up the threads
+times = []
+for _ in range(reps):
+    start = time.perf_counter()
+    c = a @ b
+    times.append((time.perf_counter() - start) * 1e3)
+check = a[:64].astype(np.float64) @ b.astype(np.float64)
+err = float(np.linalg.norm(c[:64] - check) / np.linalg.norm(check))
+print(json.dumps({"n": n, "ms": sorted(times), "rel_error_first_64_rows": err,
+                  "numpy": np.__version__}))
+"""
+
+
+def scenario_blas(env):
+    """numpy float32 n^3 matmul: the host's BLAS against libgemm_blas.so and gemm-server."""
+    logs = env.logs("blas")
+    dropin = env.program("libgemm_blas.so")
+    script = os.path.join(logs, "matmul.py")
+    with open(script, "w") as f:
+        f.write(BLAS_MATMUL)
+    sizes, reps = ([256], 2) if env.smoke else ([1024, 4096, 8192], 5)
+    results = []
+    with Server(env, [], os.path.join(logs, "server.log")) as server:
+        for n in sizes:
+            for way in ("host BLAS", "gemm-server"):
+                environ = dict(os.environ)
+                if way == "gemm-server":
+                    environ.update(LD_PRELOAD=dropin, GEMM_BLAS_SERVER=server.address,
+                                   GEMM_BLAS_MIN_SIZE="0")
+                log = os.path.join(logs, f"{way.replace(' ', '-')}-{n}.log")
+                cmd = [sys.executable, script, str(n), str(reps)]
+                rc, _, _, _ = run_program(cmd, log, 600, env=environ)
+                with open(log) as f:
+                    lines = [l for l in f.read().splitlines() if l.startswith("{")]
+                report = json.loads(lines[-1]) if rc == 0 and lines else None
+                results.append({"n": n, "way": way, "rc": rc, "report": report,
+                                "command": shlex.join(cmd)})
+    return {"runs": results, "cpus": os.cpu_count()}
+
+
+def summarize_blas(results):
+    lines = [f"{'n':>6} {'way':12} {'median ms':>10} {'TFLOP/s':>8} {'rel err':>9}"]
+    for r in results["runs"]:
+        if r["report"] is None:
+            lines.append(f"{r['n']:>6} {r['way']:12} failed (rc {r['rc']})")
+            continue
+        ms = r["report"]["ms"][len(r["report"]["ms"]) // 2]
+        lines.append(f"{r['n']:>6} {r['way']:12} {ms:10.2f} "
+                     f"{2 * r['n'] ** 3 / ms / 1e9:8.2f} {r['report']['rel_error_first_64_rows']:9.2e}")
+    return lines
+
+
 def scenario_tcp(env):
     """bench/tcp_blast.py: what plain TCP connections carry over loopback (the yardstick)."""
     logs = env.logs("tcp")
@@ -315,6 +377,7 @@ SCENARIOS = {
     "batching": (scenario_batching, summarize_batching),
     "e2e": (scenario_e2e, summarize_e2e),
     "tls": (scenario_tls, summarize_tls),
+    "blas": (scenario_blas, summarize_blas),
     "tcp": (scenario_tcp, summarize_tcp),
     "soak": (scenario_soak, summarize_soak),
 }
