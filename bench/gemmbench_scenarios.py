@@ -284,9 +284,17 @@ def scenario_blas(env):
         f.write(BLAS_MATMUL)
     sizes, reps = ([256], 2) if env.smoke else ([1024, 4096, 8192], 5)
     results = []
+
+    def jobs_ok(server):
+        """The server's count of jobs answered OK: proof that the calls went there."""
+        info = subprocess.run([env.program("gemm-client"), "info", "-s", server.address],
+                              capture_output=True, text=True, check=True).stdout
+        return int(re.search(r"jobs ok (\d+)", info).group(1))
+
     with Server(env, [], os.path.join(logs, "server.log")) as server:
         for n in sizes:
             for way in ("host BLAS", "gemm-server"):
+                before = jobs_ok(server)
                 environ = dict(os.environ)
                 if way == "gemm-server":
                     environ.update(LD_PRELOAD=dropin, GEMM_BLAS_SERVER=server.address,
@@ -298,19 +306,21 @@ def scenario_blas(env):
                     lines = [l for l in f.read().splitlines() if l.startswith("{")]
                 report = json.loads(lines[-1]) if rc == 0 and lines else None
                 results.append({"n": n, "way": way, "rc": rc, "report": report,
+                                "server_jobs": jobs_ok(server) - before,
                                 "command": shlex.join(cmd)})
     return {"runs": results, "cpus": os.cpu_count()}
 
 
 def summarize_blas(results):
-    lines = [f"{'n':>6} {'way':12} {'median ms':>10} {'TFLOP/s':>8} {'rel err':>9}"]
+    lines = [f"{'n':>6} {'way':12} {'median ms':>10} {'TFLOP/s':>8} {'rel err':>9} {'server jobs':>11}"]
     for r in results["runs"]:
         if r["report"] is None:
             lines.append(f"{r['n']:>6} {r['way']:12} failed (rc {r['rc']})")
             continue
         ms = r["report"]["ms"][len(r["report"]["ms"]) // 2]
         lines.append(f"{r['n']:>6} {r['way']:12} {ms:10.2f} "
-                     f"{2 * r['n'] ** 3 / ms / 1e9:8.2f} {r['report']['rel_error_first_64_rows']:9.2e}")
+                     f"{2 * r['n'] ** 3 / ms / 1e9:8.2f} {r['report']['rel_error_first_64_rows']:9.2e} "
+                     f"{r['server_jobs']:11d}")
     return lines
 
 

@@ -240,6 +240,22 @@ def table_tls(report, path):
     return lines + ["", provenance(report, path)]
 
 
+def table_blas(report, path):
+    """numpy float32 matmul: the host's BLAS against the drop-in and the service."""
+    r = report["results"]
+    lines = ["| n (n x n x n) | numpy with | median ms | TFLOP/s | rel. error (64 rows vs float64) | "
+             "jobs the server computed |", "|---:|---|---:|---:|---:|---:|"]
+    for run in r["runs"]:
+        if run["report"] is None:
+            lines.append(f"| {run['n']} | {run['way']} | failed | | |")
+            continue
+        times = run["report"]["ms"]
+        ms = times[len(times) // 2]
+        lines.append(f"| {run['n']} | {run['way']} | {ms:,.2f} | {2 * run['n'] ** 3 / ms / 1e9:.2f} | "
+                     f"{run['report']['rel_error_first_64_rows']:.1e} | {run['server_jobs']} |")
+    return lines + ["", f"Host BLAS: numpy's own, on {r['cpus']} cores. " + provenance(report, path)]
+
+
 def table_suites(report, path):
     lines = ["| suite | verdict | tests passed | failed |", "|---|---|---:|---:|"]
     for s in report["results"]["suites"]:
@@ -312,6 +328,7 @@ TABLES = {
     "tcp": ("tcp", table_tcp),
     "suites": ("suites", table_suites),
     "tls": ("tls", table_tls),
+    "blas": ("blas", table_blas),
     "soak": ("soak", table_soak),
     "attack": ("attack", table_attack),
     "attack-full": ("attack-full", table_attack),

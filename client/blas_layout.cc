@@ -26,16 +26,16 @@ bool ParseTranspose(char letter, bool* transpose) {
 }  // namespace
 
 StridedGemm FromColumnMajor(char transa, char transb, int64_t m, int64_t n,
-                            int64_t k, float alpha, const float* a,
-                            int64_t lda, const float* b, int64_t ldb,
-                            float beta, float* c, int64_t ldc) {
+                            int64_t k, float alpha, const float* a, int64_t lda,
+                            const float* b, int64_t ldb, float beta, float* c,
+                            int64_t ldc) {
   bool trans_a = false, trans_b = false;
   const bool known =
       ParseTranspose(transa, &trans_a) && ParseTranspose(transb, &trans_b);
   // C^T = op(B)^T op(A)^T: B's memory is the row-major left operand, with
   // its transpose, and A's the right one.
-  StridedGemm g = FromRowMajor(trans_b, trans_a, n, m, k, alpha, b, ldb, a,
-                               lda, beta, c, ldc);
+  StridedGemm g = FromRowMajor(trans_b, trans_a, n, m, k, alpha, b, ldb, a, lda,
+                               beta, c, ldc);
   g.known_transposes = known;
   return g;
 }

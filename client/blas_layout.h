@@ -42,9 +42,9 @@ struct StridedGemm {
 // A column-major BLAS call (sgemm_, or cblas_sgemm with CblasColMajor) as
 // the row-major GEMM over the same memory.
 StridedGemm FromColumnMajor(char transa, char transb, int64_t m, int64_t n,
-                            int64_t k, float alpha, const float* a,
-                            int64_t lda, const float* b, int64_t ldb,
-                            float beta, float* c, int64_t ldc);
+                            int64_t k, float alpha, const float* a, int64_t lda,
+                            const float* b, int64_t ldb, float beta, float* c,
+                            int64_t ldc);
 // A row-major call (cblas_sgemm with CblasRowMajor).
 StridedGemm FromRowMajor(bool trans_a, bool trans_b, int64_t m, int64_t n,
                          int64_t k, float alpha, const float* a, int64_t lda,

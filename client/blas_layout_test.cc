@@ -14,9 +14,10 @@ namespace {
 // definition: C(i,j) = alpha sum_p op(A)(i,p) op(B)(p,j) + beta C(i,j),
 // with X(r,c) at x[r + c * ld].
 std::vector<double> ColumnMajorReference(char ta, char tb, int m, int n, int k,
-                                         float alpha, const std::vector<float>& a,
-                                         int lda, const std::vector<float>& b,
-                                         int ldb, float beta,
+                                         float alpha,
+                                         const std::vector<float>& a, int lda,
+                                         const std::vector<float>& b, int ldb,
+                                         float beta,
                                          const std::vector<float>& c, int ldc) {
   std::vector<double> out(c.begin(), c.end());
   for (int j = 0; j < n; ++j) {
@@ -52,8 +53,7 @@ TEST(BlasLayoutTest, ColumnMajorCallsMapOntoRowMajor) {
       for (float beta : {0.0f, 1.3f}) {
         const bool tra = ta != 'N' && ta != 'n';
         const bool trb = tb != 'N' && tb != 'n';
-        const int lda = (tra ? k : m) + 2, ldb = (trb ? n : k) + 3,
-                  ldc = m + 1;
+        const int lda = (tra ? k : m) + 2, ldb = (trb ? n : k) + 3, ldc = m + 1;
         const std::vector<float> a = Random(lda * (tra ? m : k), 1);
         const std::vector<float> b = Random(ldb * (trb ? k : n), 2);
         std::vector<float> c = Random(ldc * n, 3);
@@ -65,12 +65,12 @@ TEST(BlasLayoutTest, ColumnMajorCallsMapOntoRowMajor) {
             }
           }
         }
-        const std::vector<double> want = ColumnMajorReference(
-            tra ? 'T' : 'N', trb ? 'T' : 'N', m, n, k, 0.7f, a, lda, b, ldb,
-            beta, c, ldc);
-        const StridedGemm g = FromColumnMajor(ta, tb, m, n, k, 0.7f, a.data(),
-                                              lda, b.data(), ldb, beta,
-                                              c.data(), ldc);
+        const std::vector<double> want =
+            ColumnMajorReference(tra ? 'T' : 'N', trb ? 'T' : 'N', m, n, k,
+                                 0.7f, a, lda, b, ldb, beta, c, ldc);
+        const StridedGemm g =
+            FromColumnMajor(ta, tb, m, n, k, 0.7f, a.data(), lda, b.data(), ldb,
+                            beta, c.data(), ldc);
         ASSERT_TRUE(Valid(g));
         EXPECT_EQ(g.m, n);  // C^T: rows of the row-major view
         EXPECT_EQ(g.n, m);
@@ -91,9 +91,8 @@ TEST(BlasLayoutTest, ColumnMajorCallsMapOntoRowMajor) {
 }
 
 TEST(BlasLayoutTest, RowMajorStoredShapes) {
-  const StridedGemm g =
-      FromRowMajor(true, false, 4, 5, 6, 1, nullptr, 4, nullptr, 5, 0,
-                   nullptr, 5);
+  const StridedGemm g = FromRowMajor(true, false, 4, 5, 6, 1, nullptr, 4,
+                                     nullptr, 5, 0, nullptr, 5);
   EXPECT_EQ(StoredRowsA(g), 6);
   EXPECT_EQ(StoredColsA(g), 4);
   EXPECT_EQ(StoredRowsB(g), 6);
@@ -105,8 +104,8 @@ TEST(BlasLayoutTest, RowMajorStoredShapes) {
 TEST(BlasLayoutTest, InvalidArgumentsAreRecognized) {
   auto col = [](char ta, char tb, int m, int n, int k, int lda, int ldb,
                 int ldc) {
-    return Valid(FromColumnMajor(ta, tb, m, n, k, 1, nullptr, lda, nullptr,
-                                 ldb, 0, nullptr, ldc));
+    return Valid(FromColumnMajor(ta, tb, m, n, k, 1, nullptr, lda, nullptr, ldb,
+                                 0, nullptr, ldc));
   };
   EXPECT_TRUE(col('N', 'N', 3, 4, 5, 3, 5, 3));
   EXPECT_FALSE(col('X', 'N', 3, 4, 5, 3, 5, 3));

@@ -1,6 +1,8 @@
 // libgemm_blas.so: SGEMM through gemm-server for programs that call BLAS.
 //
-// Exports sgemm_ (Fortran BLAS) and cblas_sgemm. Preloaded
+// Exports sgemm_ (Fortran BLAS) and cblas_sgemm, with the cblas_sgemm of
+// 64-bit-integer OpenBLAS builds (cblas_sgemm64_) and of numpy's and SciPy's
+// wheels (scipy_cblas_sgemm64_, scipy_cblas_sgemm). Preloaded
 // (LD_PRELOAD=libgemm_blas.so) or linked before the program's BLAS, it
 // sends each SGEMM of at least GEMM_BLAS_MIN_SIZE multiply-adds (m*n*k) to
 // the service, and hands everything else to the next BLAS (the next in the
@@ -31,6 +33,7 @@
 //
 // Thread-safety: every entry point may be called from any thread.
 #include <dlfcn.h>
+#include <link.h>
 
 #include <atomic>
 #include <cstdio>
@@ -52,13 +55,13 @@
 namespace gemm::client {
 namespace {
 
-using FortranSgemm = void (*)(const char*, const char*, const int*,
-                              const int*, const int*, const float*,
-                              const float*, const int*, const float*,
-                              const int*, const float*, float*, const int*,
-                              size_t, size_t);
-using CblasSgemm = void (*)(int, int, int, int, int, int, float, const float*,
-                            int, const float*, int, float, float*, int);
+using FortranSgemm = void (*)(const char*, const char*, const int*, const int*,
+                              const int*, const float*, const float*,
+                              const int*, const float*, const int*,
+                              const float*, float*, const int*, size_t, size_t);
+template <typename Int>
+using CblasSgemm = void (*)(int, int, int, Int, Int, Int, float, const float*,
+                            Int, const float*, Int, float, float*, Int);
 
 // CBLAS's enumerators.
 constexpr int kCblasRowMajor = 101, kCblasColMajor = 102;
@@ -126,7 +129,9 @@ class Offload {
 
   // True when the service should get this call now (not right after a
   // failure).
-  bool Ready() const { return absl::GetCurrentTimeNanos() >= next_try_ns_.load(); }
+  bool Ready() const {
+    return absl::GetCurrentTimeNanos() >= next_try_ns_.load();
+  }
 
   // Sends `g` to the service; false (with the reason logged once) when the
   // caller must compute it itself.
@@ -135,10 +140,10 @@ class Offload {
     if (!client.ok()) return Fail(client.status());
     // Dense row-major operands: the caller's own memory where it already is.
     std::vector<float> a_dense, b_dense, c_dense, out;
-    const float* a = Dense(g.a, g.lda, StoredRowsA(g), StoredColsA(g),
-                           &a_dense);
-    const float* b = Dense(g.b, g.ldb, StoredRowsB(g), StoredColsB(g),
-                           &b_dense);
+    const float* a =
+        Dense(g.a, g.lda, StoredRowsA(g), StoredColsA(g), &a_dense);
+    const float* b =
+        Dense(g.b, g.ldb, StoredRowsB(g), StoredColsB(g), &b_dense);
     const float* c = nullptr;
     if (g.beta != 0.0f) c = Dense(g.c, g.ldc, g.m, g.n, &c_dense);
     GemmArgs args;
@@ -226,14 +231,45 @@ class Offload {
 // cblas_sgemm with sgemm_ must not have its inner call sent again.
 thread_local bool in_next_blas = false;
 
+// `symbol` in an object loaded now, other than this library: programs that
+// load their BLAS with dlopen (Python's numpy) keep its symbols out of the
+// global scope, where RTLD_NEXT cannot see them.
+void* FindInLoadedObjects(const char* symbol, const void* self) {
+  struct Search {
+    const char* symbol;
+    const void* self;
+    void* found;
+  } search{symbol, self, nullptr};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) -> int {
+        auto* search = static_cast<Search*>(data);
+        if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0') return 0;
+        void* handle = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+        if (handle == nullptr) return 0;
+        void* found = dlsym(handle, search->symbol);
+        dlclose(handle);  // RTLD_NOLOAD took a reference
+        if (found == nullptr || found == search->self) return 0;
+        search->found = found;
+        return 1;
+      },
+      &search);
+  return search.found;
+}
+
 // The BLAS routine that calls go to when the service does not take them:
-// the next definition in the link order (RTLD_NEXT), else, for programs
-// that load their BLAS with dlopen (Python's numpy: its symbols are not
-// global, so RTLD_NEXT cannot see them), the library GEMM_BLAS_NEXT names,
-// else the system's BLAS (Debian's libblas.so.3 alternative, OpenBLAS).
+// the next definition in the link order (RTLD_NEXT), else one in any loaded
+// object, else in the library GEMM_BLAS_NEXT names, else in the system's
+// BLAS (Debian's libblas.so.3 alternative, OpenBLAS). `self` is this
+// library's own definition, never the answer.
 template <typename F>
-F NextBlas(const char* symbol) {
-  if (void* next = dlsym(RTLD_NEXT, symbol)) return reinterpret_cast<F>(next);
+F NextBlas(const char* symbol, F self) {
+  const void* own = reinterpret_cast<const void*>(self);
+  if (void* next = dlsym(RTLD_NEXT, symbol); next != nullptr && next != own) {
+    return reinterpret_cast<F>(next);
+  }
+  if (void* next = FindInLoadedObjects(symbol, own)) {
+    return reinterpret_cast<F>(next);
+  }
   std::vector<std::string> libraries;
   if (const std::string named = Env("GEMM_BLAS_NEXT"); !named.empty()) {
     libraries.push_back(named);
@@ -244,7 +280,9 @@ F NextBlas(const char* symbol) {
   for (const std::string& library : libraries) {
     void* handle = dlopen(library.c_str(), RTLD_LAZY | RTLD_LOCAL);
     if (handle == nullptr) continue;
-    if (void* next = dlsym(handle, symbol)) return reinterpret_cast<F>(next);
+    if (void* next = dlsym(handle, symbol); next != nullptr && next != own) {
+      return reinterpret_cast<F>(next);
+    }
   }
   return nullptr;
 }
@@ -259,9 +297,8 @@ bool ShouldOffload(const StridedGemm& g) {
   // The service's dimensions are 32-bit.
   if (g.m > UINT32_MAX || g.n > UINT32_MAX || g.k > UINT32_MAX) return false;
   Offload& offload = Offload::Get();
-  const uint64_t size =
-      static_cast<uint64_t>(g.m) * static_cast<uint64_t>(g.n) *
-      static_cast<uint64_t>(g.k);
+  const uint64_t size = static_cast<uint64_t>(g.m) *
+                        static_cast<uint64_t>(g.n) * static_cast<uint64_t>(g.k);
   return size >= offload.config().min_size && offload.Ready();
 }
 
@@ -288,6 +325,32 @@ void ComputeElsewhere(const StridedGemm& g, bool have_next,
   ComputeLocally(g);
 }
 
+// One cblas_sgemm call: to the service, else to `next` (or here).
+template <typename Int>
+void Cblas(CblasSgemm<Int> next, int order, int trans_a, int trans_b, Int m,
+           Int n, Int k, float alpha, const float* a, Int lda, const float* b,
+           Int ldb, float beta, float* c, Int ldc) {
+  auto letter = [](int t) {
+    return t == kCblasNoTrans                           ? 'N'
+           : (t == kCblasTrans || t == kCblasConjTrans) ? 'T'
+                                                        : '?';
+  };
+  StridedGemm g;
+  if (order == kCblasColMajor) {
+    g = FromColumnMajor(letter(trans_a), letter(trans_b), m, n, k, alpha, a,
+                        lda, b, ldb, beta, c, ldc);
+  } else {
+    g = FromRowMajor(letter(trans_a) == 'T', letter(trans_b) == 'T', m, n, k,
+                     alpha, a, lda, b, ldb, beta, c, ldc);
+    g.known_transposes = order == kCblasRowMajor && letter(trans_a) != '?' &&
+                         letter(trans_b) != '?';
+  }
+  if (ShouldOffload(g) && Offload::Get().Run(g)) return;
+  ComputeElsewhere(g, next != nullptr, [&] {
+    next(order, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  });
+}
+
 }  // namespace
 }  // namespace gemm::client
 
@@ -296,8 +359,8 @@ extern "C" {
 __attribute__((visibility("default"))) void sgemm_(
     const char* transa, const char* transb, const int* m, const int* n,
     const int* k, const float* alpha, const float* a, const int* lda,
-    const float* b, const int* ldb, const float* beta, float* c,
-    const int* ldc, size_t transa_len, size_t transb_len) {
+    const float* b, const int* ldb, const float* beta, float* c, const int* ldc,
+    size_t transa_len, size_t transb_len) {
   using gemm::client::FortranSgemm;
   const gemm::client::StridedGemm g = gemm::client::FromColumnMajor(
       *transa, *transb, *m, *n, *k, *alpha, a, *lda, b, *ldb, *beta, c, *ldc);
@@ -305,48 +368,34 @@ __attribute__((visibility("default"))) void sgemm_(
     return;
   }
   static const FortranSgemm next =
-      gemm::client::NextBlas<FortranSgemm>("sgemm_");
+      gemm::client::NextBlas<FortranSgemm>("sgemm_", &sgemm_);
   gemm::client::ComputeElsewhere(g, next != nullptr, [&] {
     next(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
          transa_len, transb_len);
   });
 }
 
-__attribute__((visibility("default"))) void cblas_sgemm(
-    int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
-    const float* a, int lda, const float* b, int ldb, float beta, float* c,
-    int ldc) {
-  using gemm::client::CblasSgemm;
-  using gemm::client::kCblasColMajor;
-  using gemm::client::kCblasConjTrans;
-  using gemm::client::kCblasNoTrans;
-  using gemm::client::kCblasRowMajor;
-  using gemm::client::kCblasTrans;
-  auto letter = [](int t) {
-    return t == kCblasNoTrans                           ? 'N'
-           : (t == kCblasTrans || t == kCblasConjTrans) ? 'T'
-                                                        : '?';
-  };
-  gemm::client::StridedGemm g;
-  if (order == kCblasColMajor) {
-    g = gemm::client::FromColumnMajor(letter(trans_a), letter(trans_b), m, n,
-                                      k, alpha, a, lda, b, ldb, beta, c, ldc);
-  } else {
-    g = gemm::client::FromRowMajor(letter(trans_a) == 'T',
-                                   letter(trans_b) == 'T', m, n, k, alpha, a,
-                                   lda, b, ldb, beta, c, ldc);
-    g.known_transposes = order == kCblasRowMajor && letter(trans_a) != '?' &&
-                         letter(trans_b) != '?';
+// cblas_sgemm, the LP64 (int) and ILP64 (int64) variants alike.
+#define GEMM_BLAS_CBLAS_SGEMM(symbol, Int)                                     \
+  __attribute__((visibility("default"))) void symbol(                          \
+      int order, int trans_a, int trans_b, Int m, Int n, Int k, float alpha,   \
+      const float* a, Int lda, const float* b, Int ldb, float beta, float* c,  \
+      Int ldc) {                                                               \
+    using Next = gemm::client::CblasSgemm<Int>;                                \
+    static const Next next = gemm::client::NextBlas<Next>(#symbol, &symbol);   \
+    gemm::client::Cblas<Int>(next, order, trans_a, trans_b, m, n, k, alpha, a, \
+                             lda, b, ldb, beta, c, ldc);                       \
   }
-  if (gemm::client::ShouldOffload(g) && gemm::client::Offload::Get().Run(g)) {
-    return;
-  }
-  static const CblasSgemm next =
-      gemm::client::NextBlas<CblasSgemm>("cblas_sgemm");
-  gemm::client::ComputeElsewhere(g, next != nullptr, [&] {
-    next(order, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
-         ldc);
-  });
-}
+
+GEMM_BLAS_CBLAS_SGEMM(cblas_sgemm, int)
+// OpenBLAS built with 64-bit integers and a symbol suffix (INTERFACE64,
+// SYMBOLSUFFIX=64_).
+GEMM_BLAS_CBLAS_SGEMM(cblas_sgemm64_, int64_t)
+// The OpenBLAS of numpy's and SciPy's wheels (scipy-openblas64 and
+// scipy-openblas32), whose symbols carry a scipy_ prefix.
+GEMM_BLAS_CBLAS_SGEMM(scipy_cblas_sgemm64_, int64_t)
+GEMM_BLAS_CBLAS_SGEMM(scipy_cblas_sgemm, int)
+
+#undef GEMM_BLAS_CBLAS_SGEMM
 
 }  // extern "C"
