@@ -8,11 +8,15 @@
 #     counts its calls;
 #  4. with the server down, numpy still gets the right answers (from the
 #     local BLAS) and one line on stderr says why;
-#  5. calls under the threshold stay local.
+#  5. calls under the threshold stay local;
+#  6. a program built like numpy's wheels (a module loaded with dlopen,
+#     linked with an OpenBLAS whose symbols are scipy_cblas_sgemm64_) is
+#     served too, and with the server down its own BLAS answers.
 #
-#   blas_dropin_test.sh GEMM_SERVER GEMM_CLIENT LIBGEMM_BLAS
+#   blas_dropin_test.sh GEMM_SERVER GEMM_CLIENT LIBGEMM_BLAS WHEEL_SOURCES
 set -euo pipefail
 server_bin=$(realpath "$1") client_bin=$(realpath "$2") dropin=$(realpath "$3")
+wheel=$(realpath "$4")
 blas_tests=/usr/lib/x86_64-linux-gnu/blas
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 cd "$tmp"
@@ -95,4 +99,20 @@ before=$(jobs_ok)
 LD_PRELOAD=$dropin GEMM_BLAS_MIN_SIZE=$((300 * 301 * 257 + 1)) \
   /usr/bin/python3 matmul.py 3
 [ "$(jobs_ok)" = "$before" ] || fail "calls under the threshold were sent"
+
+# 6. The wheel's layout: module -> libfakeblas64.so, loaded RTLD_LOCAL.
+gcc -shared -fPIC -o libfakeblas64.so "$wheel/fakeblas64.c"
+gcc -shared -fPIC -o libcaller.so "$wheel/caller.c" -L. -lfakeblas64 \
+  -Wl,-rpath,'$ORIGIN'
+gcc -o wheel_main "$wheel/main.c" -ldl -lm
+before=$(jobs_ok)
+LD_PRELOAD=$dropin GEMM_BLAS_MIN_SIZE=0 ./wheel_main ./libcaller.so ||
+  fail "the wheel-like program with the drop-in"
+[ "$(( $(jobs_ok) - before ))" = 1 ] || fail "scipy_cblas_sgemm64_ was not sent"
+GEMM_BLAS_SERVER=127.0.0.1:1 LD_PRELOAD=$dropin GEMM_BLAS_MIN_SIZE=0 \
+  ./wheel_main ./libcaller.so 2> wheel-down.err ||
+  fail "the wheel-like program, service down: $(cat wheel-down.err)"
+! grep -q "no BLAS to hand calls to" wheel-down.err ||
+  fail "the wheel's own BLAS was not found: $(cat wheel-down.err)"
+echo "numpy-wheel layout: scipy_cblas_sgemm64_ served, and answered by its own BLAS when the service is down"
 echo "PASS"

@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
   for (uint32_t i = 0; i < m; ++i) {
     for (uint32_t j = 0; j < n; ++j) {
       double want = 0;
-      for (uint32_t p = 0; p < k; ++p) want += double(a[i * k + p]) * b[p * n + j];
+      for (uint32_t p = 0; p < k; ++p)
+        want += double(a[i * k + p]) * b[p * n + j];
       err2 += (c[i * n + j] - want) * (c[i * n + j] - want);
       ref2 += want * want;
     }
