@@ -54,6 +54,7 @@ KEY_CHANGE = {
     "v4": "2-D register tiling, 128x128, BK 8, 8x8", "v5": "vectorized (A^T in shared memory, float4)",
     "v6": "warp tiling (64x32 warp tiles, 4x4 per thread)",
     "v7": "double buffering (two shared-memory stages, next slice prefetched)",
+    "v7-64x64": "v7 with 64x64 block tiles (4 warps): more blocks for mid-sized shapes",
 }
 
 

@@ -79,6 +79,10 @@ constexpr ChapterKernelEntry kChapterKernels[] = {
      "double buffering: v6 with two shared-memory stages, the next K slice "
      "loaded while this one is multiplied",
      LaunchSgemmDoubleBuffering},
+    {"v7-64x64",
+     "v7 with 64x64 block tiles of 4 warps of 32x32: more blocks for "
+     "mid-sized shapes (a tile configuration auto may pick)",
+     LaunchSgemmDoubleBufferingSmallTiles},
 };
 
 }  // namespace

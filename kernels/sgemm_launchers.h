@@ -40,6 +40,8 @@ cudaError_t LaunchSgemmWarpTiling(const SgemmArgs& args,
                                   cudaStream_t stream);  // v6
 cudaError_t LaunchSgemmDoubleBuffering(const SgemmArgs& args,
                                        cudaStream_t stream);  // v7
+cudaError_t LaunchSgemmDoubleBufferingSmallTiles(
+    const SgemmArgs& args, cudaStream_t stream);  // v7-64x64
 
 // True when v5 (and v6, v7) can use 16-byte global accesses for `args`: every
 // base pointer 16-byte aligned, every leading dimension and batch stride a

@@ -35,7 +35,7 @@ SgemmArgs ValidArgs() {
 TEST(KernelRegistryTest, NamesInTeachingOrder) {
   EXPECT_EQ(KernelRegistry::Global().Names(),
             (std::vector<std::string>{"v0", "v1", "v2", "v3", "v4", "v5", "v6",
-                                      "v7", "cublas"}));
+                                      "v7", "v7-64x64", "cublas"}));
 }
 
 TEST(KernelRegistryTest, FindKnownAndUnknown) {
@@ -180,7 +180,8 @@ TEST(ChapterKernelsTest, RejectShapesBeyondTheGrid) {
   args.m = kMaxTiledDim + 1;
   args.trans_a = true;
   args.lda = args.m;
-  for (const char* name : {"v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7"}) {
+  for (const char* name :
+       {"v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v7-64x64"}) {
     EXPECT_EQ(KernelRegistry::Global().Find(name)->CanImplement(args).code(),
               absl::StatusCode::kUnimplemented)
         << name;

@@ -196,14 +196,13 @@ __global__ void __launch_bounds__((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32,
   }
 }
 
-// v6's tiles.
-constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 8, kWarpM = 64,
-              kWarpN = 32;
-
-}  // namespace
-
-cudaError_t LaunchSgemmDoubleBuffering(const SgemmArgs& args,
-                                       cudaStream_t stream) {
+// Launches the kernel with one tile configuration (K slices of 8).
+template <int kBlockM,  // block tile rows
+          int kBlockN,  // block tile columns
+          int kWarpM,   // warp tile rows
+          int kWarpN>   // warp tile columns
+cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
+  constexpr int kBlockK = 8;
   const bool vector_access = SgemmVectorAccessAllowed(args);
   return detail::ForEachBatchChunk(args, [&](const SgemmArgs& chunk) {
     const dim3 block((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32);
@@ -223,6 +222,21 @@ cudaError_t LaunchSgemmDoubleBuffering(const SgemmArgs& args,
       }
     });
   });
+}
+
+}  // namespace
+
+// v6's tiles: 128 x 128 blocks of 8 warps of 64 x 32.
+cudaError_t LaunchSgemmDoubleBuffering(const SgemmArgs& args,
+                                       cudaStream_t stream) {
+  return Launch<128, 128, 64, 32>(args, stream);
+}
+
+// 64 x 64 blocks of 4 warps of 32 x 32: four times the blocks, for shapes
+// whose 128 x 128 grid leaves SMs idle (1024^3 has 64 tiles for 132 SMs).
+cudaError_t LaunchSgemmDoubleBufferingSmallTiles(const SgemmArgs& args,
+                                                 cudaStream_t stream) {
+  return Launch<64, 64, 32, 32>(args, stream);
 }
 
 }  // namespace gemm::kernels

@@ -79,9 +79,13 @@ absl::StatusOr<DispatchPolicy> Measure(CudaDevice& device) {
 
 }  // namespace
 
-// The project's best own kernels and cuBLAS: v6 wins on large squares, v7
-// on mid-sized and odd shapes (docs/kernels.md); v0..v5 never beat both.
-std::vector<std::string> AutoCandidates() { return {"v6", "v7", "cublas"}; }
+// The project's best own kernels, as tile configurations measured per
+// shape, and cuBLAS: v6 wins on large squares, v7 on mid-sized and odd
+// shapes, v7-64x64 where the 128 x 128 grid is too small for the GPU
+// (docs/kernels.md); v0..v5 never beat them.
+std::vector<std::string> AutoCandidates() {
+  return {"v6", "v7", "v7-64x64", "cublas"};
+}
 
 absl::StatusOr<DispatchPolicy> CalibrateDispatch(
     CudaDevice& device, const CudaExecutorOptions& options) {
