@@ -3,6 +3,7 @@
 // with beta = 0, padded and misaligned operands (v5's scalar fallback), more
 // batch members than one grid holds, and launches from several threads.
 // Skips when there is no GPU.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -434,7 +435,11 @@ TEST_P(SgemmGpuTest, LaunchesFromSeveralThreads) {
 INSTANTIATE_TEST_SUITE_P(AllKernels, SgemmGpuTest,
                          ::testing::ValuesIn(KernelRegistry::Global().Names()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param;
+                           // Test names take letters, digits and '_' only
+                           // ("v7-64x64").
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
                          });
 
 // v5 picks its float4 instantiation only where alignment allows it.
