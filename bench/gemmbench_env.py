@@ -29,6 +29,8 @@ BAZEL_BIN_PATHS = {
     "sgemm_gpu_test": "kernels/sgemm_gpu_test",
     "cuda_executor_test": "server/cuda_executor_test",
     "gpu_integration_test": "tests/gpu_integration_test",
+    "gpu_fault_test": "tests/gpu_fault_test",
+    "gemm-server-with-faults": "tests/gemm-server-with-faults",
 }
 
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 
-from gemmbench_env import Server, load, read_json, run_program, selected
+from gemmbench_env import Server, SkipScenario, load, read_json, run_program, selected
 from gemmbench_soak import scenario_soak, summarize_soak
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -349,15 +349,20 @@ def summarize_tcp(results):
                                  f"failed (rc {c['rc']})") for c in results["cases"]]
 
 
-GPU_SUITES = ["sgemm_gpu_test", "cuda_executor_test", "gpu_integration_test"]
+GPU_SUITES = ["sgemm_gpu_test", "cuda_executor_test", "gpu_integration_test",
+              "gpu_fault_test"]
 
 
 def scenario_suites(env):
-    """The three GPU test programs; pass or fail each."""
+    """The GPU test programs; pass or fail each."""
     env.need_gpu()
     logs = env.logs("suites")
     child_env = dict(os.environ, GEMM_SERVER_BINARY=env.program("gemm-server"),
                      TEST_TMPDIR=tempfile.mkdtemp(dir=env.work))
+    try:
+        child_env["GEMM_SERVER_WITH_FAULTS_BINARY"] = env.program("gemm-server-with-faults")
+    except SkipScenario:
+        pass  # a bundle without it: gpu_fault_test fails, saying so
     results = []
     for name in selected([{"name": n} for n in GPU_SUITES], env.args.cases):
         name = name["name"]

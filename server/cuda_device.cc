@@ -55,4 +55,14 @@ CudaDevice::~CudaDevice() {
   // pool_ goes next, with this device still current.
 }
 
+void CudaDevice::MarkFailed(std::string why) {
+  absl::MutexLock lock(&failure_mu_);
+  if (failure_.empty()) failure_ = std::move(why);
+}
+
+std::string CudaDevice::failure() const {
+  absl::MutexLock lock(&failure_mu_);
+  return failure_;
+}
+
 }  // namespace gemm::server

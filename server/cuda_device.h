@@ -18,7 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "server/cuda_executor_options.h"
 #include "server/device_memory_pool.h"
 
@@ -52,6 +54,13 @@ class CudaDevice {
   DeviceMemoryPool& pool() { return *pool_; }
   const Stream& stream(size_t index) const { return streams_[index]; }
 
+  // A device whose CUDA context hit a sticky error (a kernel fault, an
+  // uncorrectable ECC error, a lost device) serves nothing more: every CUDA
+  // call on it fails from then on. Thread-safe.
+  void MarkFailed(std::string why) ABSL_LOCKS_EXCLUDED(failure_mu_);
+  // Empty while the device is in service; else why it is not.
+  std::string failure() const ABSL_LOCKS_EXCLUDED(failure_mu_);
+
  private:
   explicit CudaDevice(int ordinal) : ordinal_(ordinal) {}
 
@@ -62,6 +71,8 @@ class CudaDevice {
   std::string compute_capability_;
   std::vector<Stream> streams_;
   std::unique_ptr<DeviceMemoryPool> pool_;
+  mutable absl::Mutex failure_mu_;
+  std::string failure_ ABSL_GUARDED_BY(failure_mu_);
 };
 
 }  // namespace gemm::server

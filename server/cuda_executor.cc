@@ -268,10 +268,13 @@ std::vector<DeviceDescription> CudaExecutor::devices() const {
     d.name = device->name();
     d.memory_bytes = device->memory_bytes();
     d.compute_capability = device->compute_capability();
+    d.failure = device->failure();
     out.push_back(std::move(d));
   }
   return out;
 }
+
+bool CudaExecutor::serviceable() const { return slots_->in_service() > 0; }
 
 MemoryUse CudaExecutor::memory_use() const {
   MemoryUse use;
@@ -348,28 +351,37 @@ absl::Status CudaExecutor::Execute(const Batch& batch) {
   return absl::OkStatus();
 }
 
-absl::Status CudaExecutor::ExecuteChunk(const Batch& batch, size_t begin,
-                                        size_t end) {
-  const GemmProblem& problem = batch[begin]->problem();
-  const std::string& kernel_name = batch[begin]->kernel();
-  const SgemmKernel* kernel = KernelRegistry::Global().Find(kernel_name);
-  if (kernel == nullptr) {
-    return absl::InternalError(
-        absl::StrCat("kernel '", kernel_name, "' is not registered"));
-  }
-  const Chunk chunk{batch, begin, static_cast<int>(end - begin)};
-  PackedOperands packed(problem, chunk.count);
+namespace {
 
-  // A stream on the least-loaded device, held until the chunk is done.
-  const StreamSlots::Slot slot = slots_->Acquire(packed.bytes());
-  struct ReleaseSlot {
-    StreamSlots* slots;
-    StreamSlots::Slot slot;
-    uint64_t bytes;
-    ~ReleaseSlot() { slots->Release(slot, bytes); }
-  } release_slot{slots_.get(), slot, packed.bytes()};
-  CudaDevice& device = *devices_[slot.device];
-  const CudaDevice::Stream& stream = device.stream(slot.stream);
+// CUDA errors that leave the device's context unusable: every later call
+// on it fails with the same error (CUDA's "sticky" errors), or the device
+// is gone.
+bool IsStickyCudaError(cudaError_t error) {
+  switch (error) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchFailure:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorNoDevice:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Copies a chunk in, runs it and copies it out on `device`'s stream
+// `stream_index`, with the chunk's timings.
+absl::Status RunChunk(const Chunk& chunk, const SgemmKernel& kernel,
+                      PackedOperands& packed, CudaDevice& device,
+                      size_t stream_index) {
+  const GemmProblem& problem = chunk.batch[chunk.begin]->problem();
+  const CudaDevice::Stream& stream = device.stream(stream_index);
   const cudaStream_t st = stream.stream;
 
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device.ordinal()), "cudaSetDevice"));
@@ -391,11 +403,59 @@ absl::Status CudaExecutor::ExecuteChunk(const Batch& batch, size_t begin,
   RETURN_IF_ERROR(Record(ev[0], st));
   RETURN_IF_ERROR(CopyOperandsIn(chunk, problem, packed, st));
   RETURN_IF_ERROR(Record(ev[1], st));
-  RETURN_IF_ERROR(LaunchPacked(*kernel, problem, packed, st));
+  RETURN_IF_ERROR(LaunchPacked(kernel, problem, packed, st));
   RETURN_IF_ERROR(Record(ev[2], st));
   RETURN_IF_ERROR(CopyResultsOut(chunk, problem, packed, st));
   RETURN_IF_ERROR(Record(ev[3], st));
   return WaitAndRecordTimings(chunk, device, stream);
+}
+
+}  // namespace
+
+absl::Status CudaExecutor::ExecuteChunk(const Batch& batch, size_t begin,
+                                        size_t end) {
+  const GemmProblem& problem = batch[begin]->problem();
+  const std::string& kernel_name = batch[begin]->kernel();
+  const SgemmKernel* kernel = KernelRegistry::Global().Find(kernel_name);
+  if (kernel == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("kernel '", kernel_name, "' is not registered"));
+  }
+  const Chunk chunk{batch, begin, static_cast<int>(end - begin)};
+  PackedOperands packed(problem, chunk.count);
+
+  // A stream on the least-loaded device, held until the chunk is done.
+  ASSIGN_OR_RETURN(const StreamSlots::Slot slot,
+                   slots_->Acquire(packed.bytes()));
+  struct ReleaseSlot {
+    StreamSlots* slots;
+    StreamSlots::Slot slot;
+    uint64_t bytes;
+    ~ReleaseSlot() { slots->Release(slot, bytes); }
+  } release_slot{slots_.get(), slot, packed.bytes()};
+  CudaDevice& device = *devices_[slot.device];
+  absl::Status status = RunChunk(chunk, *kernel, packed, device, slot.stream);
+  if (!status.ok() && device.failure().empty()) {
+    // Was it this batch, or the device? A sticky error answers every call
+    // on the device's context from now on.
+    const cudaError_t probe = cudaDeviceSynchronize();
+    if (IsStickyCudaError(probe)) {
+      const std::string why = absl::StrCat(cudaGetErrorName(probe), ": ",
+                                           cudaGetErrorString(probe));
+      device.MarkFailed(why);
+      slots_->Disable(slot.device);
+      spdlog::critical(
+          "{} failed ({}); it is out of service, {} device(s) left",
+          device.label(), why, slots_->in_service());
+    }
+  }
+  if (!status.ok() && !device.failure().empty()) {
+    return absl::InternalError(absl::StrCat(
+        "device ", device.label(), " failed (", device.failure(),
+        "); the batch's results are discarded and the device is out of "
+        "service"));
+  }
+  return status;
 }
 
 }  // namespace gemm::server

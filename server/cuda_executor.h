@@ -18,7 +18,12 @@
 // from Options::dispatch_cache; dispatch_calibration.h). Jobs too large for a
 // device's memory budget are refused with RESOURCE_EXHAUSTED at admission
 // (ResolveKernel); an allocation that fails later is RESOURCE_EXHAUSTED, never
-// a crash; CUDA errors are INTERNAL.
+// a crash; CUDA errors are INTERNAL. A sticky error (a kernel fault, an
+// uncorrectable ECC error, a lost device: the device's context is unusable)
+// takes the device out of service: its batch fails with INTERNAL naming the
+// device and the error, no batch goes there again, the other devices keep
+// serving, and with none left serviceable() turns false and batches fail
+// with UNAVAILABLE. No result is ever taken from a failed device.
 //
 // Thread-safety: thread-safe.
 //
@@ -68,6 +73,7 @@ class CudaExecutor final : public Executor {
   // launch each), so that the first job a worker runs does not pay for it.
   absl::Status PrepareWorkerThread() override;
   MemoryUse memory_use() const override;
+  bool serviceable() const override;
   // Batches that can usefully run at once: devices x streams per device.
   int concurrency() const;
   const DispatchPolicy& dispatch_policy() const { return policy_; }

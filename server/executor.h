@@ -29,6 +29,9 @@ struct DeviceDescription {
   std::string name;  // "OpenBLAS 0.3.21 (2 threads)", "NVIDIA H200"
   uint64_t memory_bytes = 0;
   std::string compute_capability;  // "9.0"; empty on the CPU
+  // Empty while the device serves; else why it was taken out of service
+  // (a sticky CUDA error).
+  std::string failure;
 };
 
 // What a backend holds in memory now, for the metrics; empty on the CPU.
@@ -79,6 +82,10 @@ class Executor {
 
   // Device and pinned host memory held now (read by metrics scrapes).
   virtual MemoryUse memory_use() const { return MemoryUse(); }
+
+  // False once no device can take a batch (every GPU failed): the server
+  // then stops (gemm_server.h).
+  virtual bool serviceable() const { return true; }
 };
 
 // Wraps an executor in another (a test build injects failures this way);
@@ -111,6 +118,7 @@ class ForwardingExecutor : public Executor {
     return inner_->PrepareWorkerThread();
   }
   MemoryUse memory_use() const override { return inner_->memory_use(); }
+  bool serviceable() const override { return inner_->serviceable(); }
 
  protected:
   Executor& inner() const { return *inner_; }

@@ -1,7 +1,9 @@
 #include "server/gemm_server.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -85,19 +87,30 @@ absl::StatusOr<Backend> MakeBackend(const GemmServer::Options& options) {
 
 // Counts each batch the executor runs in the metrics (batch sizes,
 // batches by kernel and device).
+// And notices when a failed batch leaves the executor unable to take any
+// more (every GPU failed): `on_unserviceable` runs once, then.
 class MeteredExecutor final : public ForwardingExecutor {
  public:
-  MeteredExecutor(std::unique_ptr<Executor> inner, ServerMetrics* metrics)
-      : ForwardingExecutor(std::move(inner)), metrics_(metrics) {}
+  MeteredExecutor(std::unique_ptr<Executor> inner, ServerMetrics* metrics,
+                  std::function<void(const absl::Status&)> on_unserviceable)
+      : ForwardingExecutor(std::move(inner)),
+        metrics_(metrics),
+        on_unserviceable_(std::move(on_unserviceable)) {}
 
   absl::Status Execute(const Batch& batch) override {
     absl::Status status = inner().Execute(batch);
     metrics_->BatchRan(*batch.front(), batch.size(), status);
+    if (!status.ok() && !inner().serviceable() &&
+        !unserviceable_.exchange(true)) {
+      on_unserviceable_(status);
+    }
     return status;
   }
 
  private:
   ServerMetrics* const metrics_;
+  const std::function<void(const absl::Status&)> on_unserviceable_;
+  std::atomic<bool> unserviceable_{false};
 };
 
 std::vector<Sample> One(double value) { return {Sample{{}, value}}; }
@@ -165,8 +178,21 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
       return absl::InvalidArgumentError("decorate_executor returned nullptr");
     }
   }
+  GemmServer* self = server.get();
   backend.executor = std::make_unique<MeteredExecutor>(
-      std::move(backend.executor), server->metrics_.get());
+      std::move(backend.executor), server->metrics_.get(),
+      [self, on_fatal = options.on_fatal](const absl::Status& why) {
+        // No device left: health says so at once, for load balancers and
+        // orchestrators; the process decides how to stop (on_fatal).
+        spdlog::critical(
+            "no device can compute any more ({}); health is "
+            "NOT_SERVING",
+            why.ToString());
+        if (self->server_ != nullptr) {
+          self->server_->GetHealthCheckService()->SetServingStatus(false);
+        }
+        if (on_fatal) on_fatal(why);
+      });
   server->executor_ = std::move(backend.executor);
   server->host_allocator_ = backend.host_allocator;
   BatchScheduler::Options batching = options.batching;
@@ -281,7 +307,6 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   health->SetServingStatus(true);
   server->AddGauges(options);
   if (!options.metrics_listen.empty()) {
-    const GemmServer* self = server.get();
     ASSIGN_OR_RETURN(server->metrics_endpoint_,
                      MetricsEndpoint::Start(options.metrics_listen, [self] {
                        return self->RenderMetrics();
@@ -317,6 +342,18 @@ void GemmServer::AddGauges(const Options& options) {
     device_bytes.push_back({{d.id, d.name, d.compute_capability},
                             static_cast<double>(d.memory_bytes)});
   }
+  const Executor* described = executor_.get();
+  registry.AddGauge(
+      "gemm_device_up",
+      "1 while a device serves, 0 once a sticky CUDA error took "
+      "it out of service",
+      {"device"}, [described] {
+        std::vector<Sample> samples;
+        for (const DeviceDescription& d : described->devices()) {
+          samples.push_back({{d.id}, d.failure.empty() ? 1.0 : 0.0});
+        }
+        return samples;
+      });
   registry.AddGauge("gemm_device_memory_total_bytes",
                     "Memory of each device the server computes on",
                     {"device", "name", "compute_capability"},

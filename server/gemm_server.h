@@ -12,6 +12,7 @@
 #ifndef GEMM_SERVER_GEMM_SERVER_H_
 #define GEMM_SERVER_GEMM_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -130,6 +131,12 @@ class GemmServer {
     // (metrics_port()). Default empty: no endpoint (the metrics are still
     // kept; gemm-server's --metrics-listen turns it on).
     std::string metrics_listen;
+    // Called once, from a scheduler worker, when a failed batch leaves no
+    // device able to compute (every GPU hit a sticky error); the server has
+    // already turned health NOT_SERVING. gemm-server stops then, finishing
+    // what it can, and exits non-zero so that its supervisor restarts it.
+    // Default empty: the server keeps running, answering UNAVAILABLE.
+    std::function<void(const absl::Status&)> on_fatal;
     // Wraps the backend's executor before the scheduler and the service
     // use it (a test build of the server injects failures this way; see
     // fault_injecting_executor.h). Default empty: the executor as it is.

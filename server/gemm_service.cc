@@ -106,6 +106,8 @@ v1::InfoResponse GemmServiceImpl::Describe() const {
     device->set_name(d.name);
     device->set_memory_bytes(d.memory_bytes);
     device->set_compute_capability(d.compute_capability);
+    device->set_state(d.failure.empty() ? "ok"
+                                        : absl::StrCat("failed: ", d.failure));
   }
   for (const std::string& name : executor_->kernels()) {
     response.add_kernels(name);

@@ -1,7 +1,9 @@
 #include "server/server_main.h"
 
 #include <signal.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -301,6 +303,13 @@ int RunServerMain(int argc, char** argv,
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // Every device failed: stop as on SIGTERM (drain, finish what can be
+  // finished), then exit non-zero so that a supervisor restarts the server.
+  std::atomic<bool> devices_lost{false};
+  options.on_fatal = [&devices_lost](const absl::Status&) {
+    devices_lost.store(true);
+    kill(getpid(), SIGTERM);
+  };
   auto server = GemmServer::Create(options);
   if (!server.ok()) {
     spdlog::critical("cannot start: {}", server.status().ToString());
@@ -353,6 +362,12 @@ int RunServerMain(int argc, char** argv,
     spdlog::info("shut down cleanly: {}", report.ToString());
   } else {
     spdlog::warn("shut down: {}", report.ToString());
+  }
+  if (devices_lost.load()) {
+    spdlog::critical(
+        "exiting with status 3: every device failed (Info and the log say "
+        "how); restart the server, or take the host out of service");
+    return 3;
   }
   return 0;
 }

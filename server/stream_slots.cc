@@ -4,13 +4,15 @@ namespace gemm::server {
 
 StreamSlots::StreamSlots(size_t devices, int streams_per_device)
     : busy_(devices, std::vector<bool>(streams_per_device, false)),
-      load_(devices, 0) {}
+      load_(devices, 0),
+      disabled_(devices, false) {}
 
 bool StreamSlots::Pick(Slot* slot) {
   bool found = false;
   const size_t n = busy_.size();
   for (size_t i = 0; i < n; ++i) {
     const size_t device = (first_choice_ + i) % n;
+    if (disabled_[device]) continue;
     for (size_t stream = 0; stream < busy_[device].size(); ++stream) {
       if (busy_[device][stream]) continue;
       if (!found || load_[device] < load_[slot->device]) {
@@ -23,12 +25,21 @@ bool StreamSlots::Pick(Slot* slot) {
   return found;
 }
 
-StreamSlots::Slot StreamSlots::Acquire(uint64_t bytes) {
+absl::StatusOr<StreamSlots::Slot> StreamSlots::Acquire(uint64_t bytes) {
   absl::MutexLock lock(&mu_);
   Slot slot;
-  auto picked = [this, &slot]()
-                    ABSL_NO_THREAD_SAFETY_ANALYSIS { return Pick(&slot); };
+  bool none_in_service = false;
+  auto picked = [this, &slot, &none_in_service]()
+                    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                      none_in_service = InServiceLocked() == 0;
+                      return none_in_service || Pick(&slot);
+                    };
   mu_.Await(absl::Condition(&picked));
+  if (none_in_service) {
+    return absl::UnavailableError(
+        "no GPU is in service: every device failed (see the server's log "
+        "and Info)");
+  }
   first_choice_ = (slot.device + 1) % busy_.size();
   busy_[slot.device][slot.stream] = true;
   load_[slot.device] += bytes;
@@ -39,6 +50,22 @@ void StreamSlots::Release(Slot slot, uint64_t bytes) {
   absl::MutexLock lock(&mu_);
   busy_[slot.device][slot.stream] = false;
   load_[slot.device] -= bytes;
+}
+
+void StreamSlots::Disable(size_t device) {
+  absl::MutexLock lock(&mu_);
+  disabled_[device] = true;
+}
+
+size_t StreamSlots::in_service() const {
+  absl::MutexLock lock(&mu_);
+  return InServiceLocked();
+}
+
+size_t StreamSlots::InServiceLocked() const {
+  size_t n = 0;
+  for (bool disabled : disabled_) n += disabled ? 0 : 1;
+  return n;
 }
 
 }  // namespace gemm::server

@@ -2,12 +2,13 @@
 // a fixed number of streams; a batch takes a free stream on the
 // least-loaded device (load: bytes of the batches running there), ties
 // going round-robin so that light load still spreads over every device,
-// and waits when every stream is busy.
+// and waits when every stream is busy. A device taken out of service
+// (Disable: it failed) gets no more batches.
 //
 // Thread-safety: thread-safe.
 //
 //   StreamSlots slots(/*devices=*/2, /*streams_per_device=*/4);
-//   StreamSlots::Slot slot = slots.Acquire(batch_bytes);  // may wait
+//   ASSIGN_OR_RETURN(StreamSlots::Slot slot, slots.Acquire(batch_bytes));
 //   slots.Release(slot, batch_bytes);
 #ifndef GEMM_SERVER_STREAM_SLOTS_H_
 #define GEMM_SERVER_STREAM_SLOTS_H_
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
 namespace gemm::server {
@@ -31,19 +33,27 @@ class StreamSlots {
 
   StreamSlots(size_t devices, int streams_per_device);
 
-  // Takes a free stream on the least-loaded device, waiting for one, and
-  // adds `bytes` to that device's load.
-  Slot Acquire(uint64_t bytes);
+  // Takes a free stream on the least-loaded device in service, waiting for
+  // one, and adds `bytes` to that device's load. UNAVAILABLE once no device
+  // is in service.
+  absl::StatusOr<Slot> Acquire(uint64_t bytes);
   // Gives back a slot from Acquire(`bytes`).
   void Release(Slot slot, uint64_t bytes);
+  // Takes `device` out of service for good; its slots still in use are
+  // given back as usual.
+  void Disable(size_t device);
+  // Devices still in service.
+  size_t in_service() const;
 
  private:
   // Finds a slot for Acquire; false when every stream is busy.
   bool Pick(Slot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t InServiceLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::vector<std::vector<bool>> busy_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> load_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> disabled_ ABSL_GUARDED_BY(mu_);
   // The device that wins the next tie.
   size_t first_choice_ ABSL_GUARDED_BY(mu_) = 0;
 };

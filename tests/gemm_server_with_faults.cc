@@ -1,9 +1,12 @@
-// gemm-server-with-faults: gemm-server (RunServerMain) plus two test flags,
-// on any backend: --testing-fail-kernel NAME (jobs that name kernel NAME
-// fail with INTERNAL, as a failed device would) and --testing-stuck-kernel
-// NAME (jobs that name it hold their worker for --testing-stuck-s, 600 by
-// default, deaf to cancellation, as a hung device would). For the integration
-// tests only; production builds have no such flags.
+// gemm-server-with-faults: gemm-server (RunServerMain) plus test flags, on
+// any backend: --testing-fail-kernel NAME (jobs that name kernel NAME fail
+// with INTERNAL, as a failed device would) and --testing-stuck-kernel NAME
+// (jobs that name it hold their worker for --testing-stuck-s, 600 by
+// default, deaf to cancellation, as a hung device would); and, built with
+// CUDA, --testing-fault-device-kernel NAME (a batch of kernel NAME first
+// faults the GPU for real, tests/device_fault.h, then runs: the device's
+// context is gone). For the tests only; production builds have no such
+// flags.
 //
 //   gemm-server-with-faults --listen 127.0.0.1:0 --testing-fail-kernel broken
 #include <memory>
@@ -14,14 +17,41 @@
 #include "absl/time/time.h"
 #include "server/fault_injecting_executor.h"
 #include "server/server_main.h"
+#ifdef GEMM_HAVE_CUDA
+#include "tests/device_fault.h"
+#endif
+
+namespace {
+
+// Faults the device for real before a batch of one kernel runs.
+class DeviceFaultingExecutor final : public gemm::server::ForwardingExecutor {
+ public:
+  DeviceFaultingExecutor(std::unique_ptr<gemm::server::Executor> inner,
+                         std::string kernel)
+      : ForwardingExecutor(std::move(inner)), kernel_(std::move(kernel)) {}
+
+  absl::Status Execute(const gemm::server::Batch& batch) override {
+#ifdef GEMM_HAVE_CUDA
+    if (batch.front()->kernel() == kernel_) gemm::testing::FaultCurrentDevice();
+#endif
+    return inner().Execute(batch);
+  }
+
+ private:
+  const std::string kernel_;
+};
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using gemm::server::Executor;
   using gemm::server::FaultInjectingExecutor;
   FaultInjectingExecutor::Options faults;
   double stuck_s = 600;
+  std::string fault_device_kernel;
   gemm::server::ServerMainExtensions extensions;
-  extensions.add_flags = [&faults, &stuck_s](CLI::App& app) {
+  extensions.add_flags = [&faults, &stuck_s,
+                          &fault_device_kernel](CLI::App& app) {
     app.add_option("--testing-fail-kernel", faults.fail_kernel,
                    "jobs naming this kernel fail with INTERNAL");
     app.add_option("--testing-stuck-kernel", faults.stuck_kernel,
@@ -30,8 +60,15 @@ int main(int argc, char** argv) {
                    "INTERNAL");
     app.add_option("--testing-stuck-s", stuck_s, "see --testing-stuck-kernel")
         ->capture_default_str();
+    app.add_option("--testing-fault-device-kernel", fault_device_kernel,
+                   "a batch naming this kernel first faults the GPU for real "
+                   "(a kernel writing to an invalid address), then runs");
   };
   extensions.decorate_executor = [&](std::unique_ptr<Executor> e) {
+    if (!fault_device_kernel.empty()) {
+      e = std::make_unique<DeviceFaultingExecutor>(std::move(e),
+                                                   fault_device_kernel);
+    }
     if (faults.fail_kernel.empty() && faults.stuck_kernel.empty()) return e;
     faults.stuck_for = absl::Seconds(stuck_s);
     return FaultInjectingExecutor::Wrap(std::move(e), faults);

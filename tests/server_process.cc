@@ -57,10 +57,14 @@ ServerProcess::~ServerProcess() {
 
 absl::Status ServerProcess::Start() {
   std::remove(port_file_.c_str());
-  // GEMM_SERVER_BINARY runs the suites outside Bazel (e.g. on a GPU host
-  // that has the binaries but no runfiles).
-  const char* override_binary = std::getenv("GEMM_SERVER_BINARY");
-  const std::string binary = override_binary != nullptr && binary_ == kServer
+  // GEMM_SERVER_BINARY and GEMM_SERVER_WITH_FAULTS_BINARY run the suites
+  // outside Bazel (e.g. on a GPU host that has the binaries but no
+  // runfiles).
+  const char* override_binary = std::getenv(
+      binary_ == kServer             ? "GEMM_SERVER_BINARY"
+      : binary_ == kServerWithFaults ? "GEMM_SERVER_WITH_FAULTS_BINARY"
+                                     : "GEMM_NO_SUCH_OVERRIDE");
+  const std::string binary = override_binary != nullptr
                                  ? std::string(override_binary)
                                  : RunfilePath(binary_);
   std::vector<std::string> args = {binary, "--port-file", port_file_};
