@@ -59,7 +59,8 @@ KEY_CHANGE = {
 
 
 def table_kernels(report, path, shape="4096x4096x4096"):
-    rows = {(f"{r['m']}x{r['n']}x{r['k']}", r["kernel"]): r for r in report["results"]["rows"]}
+    rows = {(f"{r['m']}x{r['n']}x{r['k']}", r["kernel"]): r for r in report["results"]["rows"]
+            if not (r.get("trans_a") or r.get("trans_b"))}
     lines = ["| version | key change | time (ms) | TFLOP/s | % of cuBLAS |", "|---|---|---:|---:|---:|"]
     for kernel in KEY_CHANGE:
         r = rows.get((shape, kernel))
@@ -70,7 +71,7 @@ def table_kernels(report, path, shape="4096x4096x4096"):
 
 
 def table_kernels_by_shape(report, path):
-    results = report["results"]["rows"]
+    results = [r for r in report["results"]["rows"] if not (r.get("trans_a") or r.get("trans_b"))]
     shapes = list(dict.fromkeys(f"{r['m']}x{r['n']}x{r['k']}" for r in results))
     label = lambda s: f"{s.split('x')[0]}^3" if len(set(s.split("x"))) == 1 else s
     by = {(f"{r['m']}x{r['n']}x{r['k']}", r["kernel"]): r for r in results}

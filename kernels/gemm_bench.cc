@@ -6,8 +6,9 @@
 //   gemm-bench --shapes 1024,2048,4096,8192,1000x999x777 --kernels all --json
 //   out.json
 //
-// A shape is N (square) or MxNxK. Operands are random in [-1,-0.1]U[0.1,1],
-// row-major, not transposed, tightly packed. v0 is skipped above
+// A shape is N (square) or MxNxK, with :NT, :TN or :TT for transposed
+// operands. Operands are random in [-1,-0.1]U[0.1,1], row-major, tightly
+// packed. v0 is skipped above
 // --v0-max-dim (it takes seconds per run at 8192); every kernel's timed
 // repeats are capped so that one kernel spends at most --max-seconds.
 #include <cuda_runtime_api.h>
@@ -53,8 +54,23 @@ struct BenchOptions {
   int device = 0;
 };
 
+// N or MxNxK, optionally with :XY for the transposes of A and B (N or T
+// each; "4096:TN" is op(A) = A^T).
 absl::StatusOr<GemmProblem> ParseShape(const std::string& text) {
-  std::vector<std::string> parts = absl::StrSplit(text, 'x');
+  std::string dims = text;
+  bool trans_a = false, trans_b = false;
+  if (const size_t colon = text.find(':'); colon != std::string::npos) {
+    const std::string t = text.substr(colon + 1);
+    if (t.size() != 2 || (t[0] != 'N' && t[0] != 'T') ||
+        (t[1] != 'N' && t[1] != 'T')) {
+      return absl::InvalidArgumentError(
+          "transposes must be NN, NT, TN or TT: " + text);
+    }
+    trans_a = t[0] == 'T';
+    trans_b = t[1] == 'T';
+    dims = text.substr(0, colon);
+  }
+  std::vector<std::string> parts = absl::StrSplit(dims, 'x');
   uint32_t v[3];
   if (parts.size() == 1) parts = {parts[0], parts[0], parts[0]};
   if (parts.size() != 3)
@@ -64,7 +80,7 @@ absl::StatusOr<GemmProblem> ParseShape(const std::string& text) {
       return absl::InvalidArgumentError("bad shape: " + text);
     }
   }
-  return GemmProblem{v[0], v[1], v[2]};
+  return GemmProblem{v[0], v[1], v[2], trans_a, trans_b};
 }
 
 // Allowed relative Frobenius error: float32 accumulation error grows about
@@ -231,7 +247,11 @@ std::string JsonNumber(double v) {
 }
 
 std::string ShapeName(const GemmProblem& s) {
-  return absl::StrCat(s.m, "x", s.n, "x", s.k);
+  std::string name = absl::StrCat(s.m, "x", s.n, "x", s.k);
+  if (s.trans_a || s.trans_b) {
+    absl::StrAppend(&name, ":", s.trans_a ? "T" : "N", s.trans_b ? "T" : "N");
+  }
+  return name;
 }
 
 int Run(int argc, char** argv) {
@@ -362,19 +382,24 @@ int Run(int argc, char** argv) {
         "  \"results\": [\n");
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
-      absl::StrAppend(
-          &json, "    {\"m\": ", r.shape.m, ", \"n\": ", r.shape.n,
-          ", \"k\": ", r.shape.k, ", \"kernel\": ", JsonString(r.kernel),
-          ", \"description\": ", JsonString(r.description),
-          ", \"status\": ", JsonString(r.status),
-          ", \"detail\": ", JsonString(r.detail),
-          ", \"median_ms\": ", JsonNumber(r.median_ms),
-          ", \"min_ms\": ", JsonNumber(r.min_ms),
-          ", \"mean_ms\": ", JsonNumber(r.mean_ms),
-          ", \"repeats\": ", r.repeats, ", \"tflops\": ", JsonNumber(r.tflops),
-          ", \"pct_of_cublas\": ", JsonNumber(r.pct_of_cublas),
-          ", \"rel_error\": ", JsonNumber(r.rel_error), "}",
-          i + 1 < results.size() ? "," : "", "\n");
+      absl::StrAppend(&json, "    {\"m\": ", r.shape.m, ", \"n\": ", r.shape.n,
+                      ", \"trans_a\": ", r.shape.trans_a ? "true" : "false",
+                      ", \"trans_b\": ", r.shape.trans_b ? "true" : "false",
+                      ", \"k\": ", r.shape.k,
+                      ", \"trans_a\": ", r.shape.trans_a ? "true" : "false",
+                      ", \"trans_b\": ", r.shape.trans_b ? "true" : "false",
+                      ", \"kernel\": ", JsonString(r.kernel),
+                      ", \"description\": ", JsonString(r.description),
+                      ", \"status\": ", JsonString(r.status),
+                      ", \"detail\": ", JsonString(r.detail),
+                      ", \"median_ms\": ", JsonNumber(r.median_ms),
+                      ", \"min_ms\": ", JsonNumber(r.min_ms),
+                      ", \"mean_ms\": ", JsonNumber(r.mean_ms),
+                      ", \"repeats\": ", r.repeats,
+                      ", \"tflops\": ", JsonNumber(r.tflops),
+                      ", \"pct_of_cublas\": ", JsonNumber(r.pct_of_cublas),
+                      ", \"rel_error\": ", JsonNumber(r.rel_error), "}",
+                      i + 1 < results.size() ? "," : "", "\n");
     }
     absl::StrAppend(&json, "  ]\n}\n");
     std::ofstream out(options.json);
