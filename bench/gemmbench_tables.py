@@ -55,6 +55,7 @@ KEY_CHANGE = {
     "v6": "warp tiling (64x32 warp tiles, 4x4 per thread)",
     "v7": "double buffering (two shared-memory stages, next slice prefetched)",
     "v7-64x64": "v7 with 64x64 block tiles (4 warps): more blocks for mid-sized shapes",
+    "v8": "split-K (K ranges in blocks of their own, added into C)",
 }
 
 

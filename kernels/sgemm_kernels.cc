@@ -83,6 +83,10 @@ constexpr ChapterKernelEntry kChapterKernels[] = {
      "v7 with 64x64 block tiles of 4 warps of 32x32: more blocks for "
      "mid-sized shapes (a tile configuration auto may pick)",
      LaunchSgemmDoubleBufferingSmallTiles},
+    {"v8",
+     "split-K: v7-64x64 with K cut into ranges computed by blocks of their "
+     "own and added into C, for problems with too few tiles to fill the GPU",
+     LaunchSgemmSplitK},
 };
 
 }  // namespace

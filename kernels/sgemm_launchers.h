@@ -42,6 +42,8 @@ cudaError_t LaunchSgemmDoubleBuffering(const SgemmArgs& args,
                                        cudaStream_t stream);  // v7
 cudaError_t LaunchSgemmDoubleBufferingSmallTiles(
     const SgemmArgs& args, cudaStream_t stream);  // v7-64x64
+cudaError_t LaunchSgemmSplitK(const SgemmArgs& args,
+                              cudaStream_t stream);  // v8
 
 // True when v5 (and v6, v7) can use 16-byte global accesses for `args`: every
 // base pointer 16-byte aligned, every leading dimension and batch stride a

@@ -36,7 +36,7 @@ SgemmArgs ValidArgs() {
 TEST(KernelRegistryTest, NamesInTeachingOrder) {
   EXPECT_EQ(KernelRegistry::Global().Names(),
             (std::vector<std::string>{"v0", "v1", "v2", "v3", "v4", "v5", "v6",
-                                      "v7", "v7-64x64", "cublas"}));
+                                      "v7", "v7-64x64", "v8", "cublas"}));
 }
 
 TEST(KernelRegistryTest, FindKnownAndUnknown) {
@@ -186,7 +186,7 @@ TEST(ChapterKernelsTest, RejectShapesBeyondTheGrid) {
   args.trans_a = true;
   args.lda = args.m;
   for (const char* name :
-       {"v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v7-64x64"}) {
+       {"v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v7-64x64", "v8"}) {
     EXPECT_EQ(KernelRegistry::Global().Find(name)->CanImplement(args).code(),
               absl::StatusCode::kUnimplemented)
         << name;

@@ -81,10 +81,11 @@ absl::StatusOr<DispatchPolicy> Measure(CudaDevice& device) {
 
 // The project's best own kernels, as tile configurations measured per
 // shape, and cuBLAS: v6 wins on large squares, v7 on mid-sized and odd
-// shapes, v7-64x64 where the 128 x 128 grid is too small for the GPU
+// shapes, v7-64x64 where the 128 x 128 grid is too small for the GPU, v8
+// (split-K) where even that leaves SMs idle and K is deep
 // (docs/kernels.md); v0..v5 never beat them.
 std::vector<std::string> AutoCandidates() {
-  return {"v6", "v7", "v7-64x64", "cublas"};
+  return {"v6", "v7", "v7-64x64", "v8", "cublas"};
 }
 
 absl::StatusOr<DispatchPolicy> CalibrateDispatch(
