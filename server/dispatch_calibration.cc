@@ -17,16 +17,20 @@ using kernels::KernelRegistry;
 using kernels::MakeSgemmArgs;
 using kernels::SgemmKernel;
 
-// Times `kernel` on m x n x k operands already on the device; the median of
-// three launches after a warm-up, in milliseconds.
+// Times `kernel` on m x n x k operands already on the device, in
+// milliseconds: the median of up to 11 launches after two warm-ups, cut to
+// about 5 ms of launches for large shapes. Small shapes take tens of
+// microseconds, where three launches let noise pick the kernel (a median of
+// 3 sent 333x555x777 to a kernel 1.25x slower than cuBLAS).
 absl::StatusOr<double> TimeKernel(const SgemmKernel& kernel, uint32_t m,
                                   uint32_t n, uint32_t k, const float* a,
                                   const float* b, float* c,
                                   cudaStream_t stream) {
-  ASSIGN_OR_RETURN(kernels::LaunchTimes times,
-                   kernels::TimeLaunches(
-                       kernel, MakeSgemmArgs(GemmProblem{m, n, k}, a, b, c),
-                       stream, {.warmup = 1, .repeats = 3}));
+  ASSIGN_OR_RETURN(
+      kernels::LaunchTimes times,
+      kernels::TimeLaunches(
+          kernel, MakeSgemmArgs(GemmProblem{m, n, k}, a, b, c), stream,
+          {.warmup = 2, .repeats = 11, .max_seconds = 0.005}));
   return times.MedianMs();
 }
 

@@ -1,9 +1,9 @@
 // CalibrateDispatch: the CUDA backend's dispatch table for "auto", loaded
 // from the cache file when it holds one for this GPU, else measured at
-// start: every candidate kernel (v6, v7, cuBLAS) on every shape of
+// start: every candidate kernel (AutoCandidates()) on every shape of
 // DispatchPolicy::DefaultGrid() on random operands, each the median of
-// three timed launches after a warm-up (kernels/launch_timer.h), and saved
-// to the cache file when one is set.
+// up to 11 timed launches after two warm-ups (kernels/launch_timer.h), and
+// saved to the cache file when one is set.
 //
 // Thread-safety: call before the device takes batches (it uses the
 // device's first stream).
