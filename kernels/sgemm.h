@@ -1,5 +1,6 @@
-// FP32 GEMM kernels for the service: the chapter's six CUDA kernels (v0..v5)
-// and cuBLAS behind one launch contract, found by name in a registry.
+// FP32 GEMM kernels for the service: the chapter's six CUDA kernels (v0..v5),
+// the project's own past them (v6..v8) and cuBLAS behind one launch
+// contract, found by name in a registry.
 //
 // Every kernel validates the problem (CanImplement), enqueues it on an
 // explicit stream (never the legacy default stream), checks the launch and
@@ -61,7 +62,7 @@ class KernelRegistry {
 
   const SgemmKernel* Find(std::string_view name) const;  // nullptr when unknown
   std::vector<std::string> Names()
-      const;  // in registration order: v0..v5, then cublas
+      const;  // in registration order: v0..v8, then cublas
 
  private:
   std::vector<std::unique_ptr<SgemmKernel>> kernels_;
