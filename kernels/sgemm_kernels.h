@@ -1,6 +1,6 @@
 // The project's own kernels (the chapter's v0..v5, then v6, v7, v7-64x64
-// and v8) as SgemmKernel objects, in teaching order. KernelRegistry::Global() registers them; use the registry rather
-// than this header.
+// and v8) as SgemmKernel objects, in teaching order. KernelRegistry::Global()
+// registers them; use the registry rather than this header.
 //
 // Thread-safety: the returned kernels are immutable; Launch is thread-safe.
 //
