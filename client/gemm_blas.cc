@@ -34,6 +34,7 @@
 // Thread-safety: every entry point may be called from any thread.
 #include <dlfcn.h>
 #include <link.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -191,7 +192,14 @@ class Offload {
 
   absl::StatusOr<GemmClient*> Client() {
     std::lock_guard<std::mutex> lock(mu_);
+    // gRPC does not survive fork(): a child (numpy's multiprocessing, say)
+    // computes locally rather than use its parent's channel.
+    if (client_ != nullptr && client_pid_ != getpid()) {
+      return absl::FailedPreconditionError(
+          "a forked child process; gRPC channels do not survive fork()");
+    }
     if (client_ == nullptr) {
+      client_pid_ = getpid();
       absl::StatusOr<std::unique_ptr<GemmClient>> made =
           GemmClient::Create(config_.options);
       if (!made.ok()) return made.status();
@@ -222,6 +230,7 @@ class Offload {
   const Config config_;
   std::mutex mu_;
   std::unique_ptr<GemmClient> client_;
+  pid_t client_pid_ = 0;  // the process that made client_
   std::set<std::string> noted_;
   // When the service may be asked again (ns since the epoch).
   std::atomic<int64_t> next_try_ns_{0};
@@ -235,25 +244,26 @@ thread_local bool in_next_blas = false;
 // load their BLAS with dlopen (Python's numpy) keep its symbols out of the
 // global scope, where RTLD_NEXT cannot see them.
 void* FindInLoadedObjects(const char* symbol, const void* self) {
-  struct Search {
-    const char* symbol;
-    const void* self;
-    void* found;
-  } search{symbol, self, nullptr};
+  // The names first, dlopen after: dlopen inside dl_iterate_phdr's callback
+  // takes the loader's locks in the opposite order to a dlopen elsewhere.
+  std::vector<std::string> names;
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void* data) -> int {
-        auto* search = static_cast<Search*>(data);
-        if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0') return 0;
-        void* handle = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
-        if (handle == nullptr) return 0;
-        void* found = dlsym(handle, search->symbol);
-        dlclose(handle);  // RTLD_NOLOAD took a reference
-        if (found == nullptr || found == search->self) return 0;
-        search->found = found;
-        return 1;
+        if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0') {
+          static_cast<std::vector<std::string>*>(data)->push_back(
+              info->dlpi_name);
+        }
+        return 0;
       },
-      &search);
-  return search.found;
+      &names);
+  for (const std::string& name : names) {
+    void* handle = dlopen(name.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+    if (handle == nullptr) continue;
+    void* found = dlsym(handle, symbol);
+    dlclose(handle);  // RTLD_NOLOAD took a reference
+    if (found != nullptr && found != self) return found;
+  }
+  return nullptr;
 }
 
 // The BLAS routine that calls go to when the service does not take them:
@@ -307,9 +317,10 @@ template <typename CallNext>
 void ComputeElsewhere(const StridedGemm& g, bool have_next,
                       CallNext&& call_next) {
   if (have_next) {
+    const bool outer = in_next_blas;
     in_next_blas = true;
     call_next();
-    in_next_blas = false;
+    in_next_blas = outer;
     return;
   }
   if (!Valid(g)) {

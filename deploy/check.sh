@@ -81,8 +81,8 @@ client() { "$engine" exec "$name" /opt/gemm/gemm-client "$@"; }
 say "engine: $engine ($("$engine" --version | head -1)); image $image"
 if [ "$build" = 1 ]; then
   step="build"
-  say "building (deploy/Dockerfile${build_args[*]:+, ${build_args[*]}})"
-  "$engine" build -f deploy/Dockerfile -t "$image" "${build_args[@]}" . \
+  say "building (deploy/Dockerfile${build_args[*]+, ${build_args[*]}})"
+  "$engine" build -f deploy/Dockerfile -t "$image" ${build_args[@]+"${build_args[@]}"} . \
     > /tmp/gemm-check-build.log 2>&1 ||
     { tail -30 /tmp/gemm-check-build.log >&2; fail "the build failed (full log /tmp/gemm-check-build.log)"; }
   say "built: $("$engine" image inspect "$image" --format '{{.Size}}' |

@@ -367,8 +367,14 @@ bool IsStickyCudaError(cudaError_t error) {
     case cudaErrorInvalidPc:
     case cudaErrorLaunchFailure:
     case cudaErrorECCUncorrectable:
+    case cudaErrorNvlinkUncorrectable:
+    case cudaErrorAssert:
+    case cudaErrorContextIsDestroyed:
+    case cudaErrorExternalDevice:
     case cudaErrorDevicesUnavailable:
     case cudaErrorNoDevice:
+    // What a GPU that fell off the bus answers.
+    case cudaErrorUnknown:
       return true;
     default:
       return false;
@@ -434,10 +440,15 @@ absl::Status CudaExecutor::ExecuteChunk(const Batch& batch, size_t begin,
     ~ReleaseSlot() { slots->Release(slot, bytes); }
   } release_slot{slots_.get(), slot, packed.bytes()};
   CudaDevice& device = *devices_[slot.device];
+  // Where the chunk ran, also when it fails (the metrics' device label).
+  for (int i = 0; i < chunk.count; ++i) {
+    batch[begin + i]->timing().device = device.label();
+  }
   absl::Status status = RunChunk(chunk, *kernel, packed, device, slot.stream);
   if (!status.ok() && device.failure().empty()) {
     // Was it this batch, or the device? A sticky error answers every call
     // on the device's context from now on.
+    cudaSetDevice(device.ordinal());
     const cudaError_t probe = cudaDeviceSynchronize();
     if (IsStickyCudaError(probe)) {
       const std::string why = absl::StrCat(cudaGetErrorName(probe), ": ",

@@ -58,7 +58,9 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   http.new_task_queue = [] { return new httplib::ThreadPool(2); };
   http.set_read_timeout(10, 0);
   http.set_write_timeout(10, 0);
-  http.set_keep_alive_timeout(30);
+  // One request per connection: a scraper's idle keep-alive connection
+  // would hold a worker, and stop() would wait for it to time out.
+  http.set_keep_alive_max_count(1);
   // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, with which a
   // second server on the same address would bind too and take half the
   // scrapes.

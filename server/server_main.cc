@@ -352,7 +352,7 @@ int RunServerMain(int argc, char** argv,
         "still in the executor; exiting without it",
         absl::ToDoubleSeconds(bound), shutdown_grace_s);
     spdlog::shutdown();
-    std::_Exit(1);
+    std::_Exit(devices_lost.load() ? 3 : 1);
   });
   const GemmServer::ShutdownReport report = (*server)->Shutdown(
       absl::Seconds(shutdown_grace_s), absl::Seconds(drain_delay_s));

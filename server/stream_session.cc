@@ -342,7 +342,13 @@ void StreamSession::OnCancel() {
   cancelled_ = true;
   stopped_ = true;
   final_status_ = absl::CancelledError("stream cancelled");
-  // Drops the jobs' host memory and budget now.
+  // Jobs read but not yet accepted end here, counted as refused (the
+  // caller went away), as StopReading counts them; then their host memory
+  // and budget go at once.
+  for (size_t i = 0; i < receiving_.size(); ++i) {
+    intake_->counts().CountRejected(absl::StatusCode::kCancelled);
+  }
+  if (waiting_) intake_->counts().CountRejected(absl::StatusCode::kCancelled);
   receiving_.clear();
   waiting_ = false;
   waiting_submit_ = WaitingSubmit();
