@@ -1,8 +1,11 @@
 #include "server/dispatch_policy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -144,10 +147,107 @@ void DispatchPolicy::Index() {
     }
     points_.push_back(p);
   }
+  // The grid's axes, and every point of their product with a time > 0 for
+  // each kernel; otherwise no interpolation.
+  std::set<uint32_t> ms, ns, ks;
+  for (const Entry& e : entries_) {
+    ms.insert(e.m);
+    ns.insert(e.n);
+    ks.insert(e.k);
+  }
+  axis_m_.clear();
+  axis_n_.clear();
+  axis_k_.clear();
+  log_ms_.clear();
+  if (ms.size() * ns.size() * ks.size() != entries_.size()) return;
+  auto index_of = [](const std::set<uint32_t>& axis, uint32_t v) {
+    return static_cast<size_t>(std::distance(axis.begin(), axis.find(v)));
+  };
+  std::vector<std::vector<double>> log_ms(
+      kernels_.size(), std::vector<double>(entries_.size(), std::nan("")));
+  for (const Entry& e : entries_) {
+    const size_t at =
+        (index_of(ms, e.m) * ns.size() + index_of(ns, e.n)) * ks.size() +
+        index_of(ks, e.k);
+    for (size_t kernel = 0; kernel < kernels_.size(); ++kernel) {
+      if (!(e.ms[kernel] > 0)) return;
+      log_ms[kernel][at] = std::log(e.ms[kernel]);
+    }
+  }
+  for (const auto& kernel_times : log_ms) {
+    for (double v : kernel_times) {
+      if (std::isnan(v)) return;  // a point measured twice, one missing
+    }
+  }
+  for (uint32_t v : ms) axis_m_.push_back(Log2(v));
+  for (uint32_t v : ns) axis_n_.push_back(Log2(v));
+  for (uint32_t v : ks) axis_k_.push_back(Log2(v));
+  log_ms_ = std::move(log_ms);
+}
+
+namespace {
+
+// Where `x` falls on `axis` (ascending): the lower neighbour's index and
+// the weight of the upper one, both clamped to the axis.
+void Bracket(const std::vector<double>& axis, double x, size_t* lower,
+             double* weight) {
+  if (axis.size() == 1 || x <= axis.front()) {
+    *lower = 0;
+    *weight = 0;
+    return;
+  }
+  if (x >= axis.back()) {
+    *lower = axis.size() - 2;
+    *weight = 1;
+    return;
+  }
+  size_t i = 0;
+  while (axis[i + 1] < x) ++i;
+  *lower = i;
+  *weight = (x - axis[i]) / (axis[i + 1] - axis[i]);
+}
+
+}  // namespace
+
+bool DispatchPolicy::ChooseInterpolated(const GemmProblem& shape,
+                                        size_t* kernel) const {
+  if (log_ms_.empty()) return false;
+  size_t i, j, l;
+  double wi, wj, wl;
+  Bracket(axis_m_, Log2(shape.m), &i, &wi);
+  Bracket(axis_n_, Log2(shape.n), &j, &wj);
+  Bracket(axis_k_, Log2(shape.k), &l, &wl);
+  const size_t nn = axis_n_.size(), nk = axis_k_.size();
+  double best = std::numeric_limits<double>::infinity();
+  for (size_t kernel_index = 0; kernel_index < log_ms_.size(); ++kernel_index) {
+    const std::vector<double>& t = log_ms_[kernel_index];
+    double estimate = 0;
+    for (int di = 0; di < 2; ++di) {
+      const size_t ii = std::min(i + di, axis_m_.size() - 1);
+      const double w1 = di ? wi : 1 - wi;
+      for (int dj = 0; dj < 2; ++dj) {
+        const size_t jj = std::min(j + dj, nn - 1);
+        const double w2 = w1 * (dj ? wj : 1 - wj);
+        for (int dl = 0; dl < 2; ++dl) {
+          const size_t ll = std::min(l + dl, nk - 1);
+          const double w3 = w2 * (dl ? wl : 1 - wl);
+          if (w3 != 0) estimate += w3 * t[(ii * nn + jj) * nk + ll];
+        }
+      }
+    }
+    if (estimate < best) {
+      best = estimate;
+      *kernel = kernel_index;
+    }
+  }
+  return true;
 }
 
 std::string DispatchPolicy::Choose(const GemmProblem& shape) const {
   if (points_.empty()) return kernels_.empty() ? "" : kernels_.front();
+  if (size_t kernel = 0; ChooseInterpolated(shape, &kernel)) {
+    return kernels_[kernel];
+  }
   const double lm = Log2(shape.m), ln = Log2(shape.n), lk = Log2(shape.k);
   const Point* nearest = &points_.front();
   double best = std::numeric_limits<double>::infinity();

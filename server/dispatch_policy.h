@@ -2,8 +2,13 @@
 // timings measured on the GPU at hand.
 //
 // The table holds, for a grid of (m, n, k), the time of each candidate
-// kernel (by default v6, v7 and cuBLAS). Choose() takes the grid point nearest
-// to the shape in log2 space and returns its fastest kernel. The table is
+// kernel (AutoCandidates(), dispatch_calibration.h). Choose() estimates
+// each kernel's time at the shape by interpolating the logarithms of its
+// times at the eight grid points around it (trilinear, on log2 m, n and k;
+// shapes beyond the grid take its edge) and returns the fastest: where two
+// kernels cross between grid points the nearest point alone would pick the
+// wrong one. A table that is not a full grid falls back to the nearest
+// point's fastest kernel. The table is
 // measured once at start (Calibrate, with a measuring function the CUDA
 // executor supplies, so this file needs no GPU) and may be cached in a
 // small text file (Save/Load), keyed by the device name.
@@ -16,7 +21,7 @@
 //                    "cublas"},
 //                                              DispatchPolicy::DefaultGrid(),
 //                                              measure));
-//   std::string kernel = policy.Choose(shape);  // "v6", "v7" or "cublas"
+//   std::string kernel = policy.Choose(shape);  // one of the candidates
 #ifndef GEMM_SERVER_DISPATCH_POLICY_H_
 #define GEMM_SERVER_DISPATCH_POLICY_H_
 
@@ -82,11 +87,17 @@ class DispatchPolicy {
     size_t fastest = 0;
   };
   void Index();
+  // The interpolated choice; false when the table is not a full grid.
+  bool ChooseInterpolated(const GemmProblem& shape, size_t* kernel) const;
 
   std::string device_name_;
   std::vector<std::string> kernels_;
   std::vector<Entry> entries_;
   std::vector<Point> points_;  // one per entry
+  // The full grid, when the entries form one: the axes' log2 values and
+  // each kernel's log time at [m][n][k] (flattened), else empty.
+  std::vector<double> axis_m_, axis_n_, axis_k_;
+  std::vector<std::vector<double>> log_ms_;  // [kernel][(i * N + j) * K + l]
   std::string origin_;
 };
 

@@ -1,5 +1,6 @@
 #include "server/dispatch_policy.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 
@@ -21,7 +22,7 @@ GemmProblem Shape(uint32_t m, uint32_t n, uint32_t k) {
   return GemmProblem{m, n, k};
 }
 
-TEST(DispatchPolicyTest, ChoosesTheFastestAtTheNearestGridPoint) {
+TEST(DispatchPolicyTest, ChoosesTheFastestKernelOfTheRegion) {
   auto policy = DispatchPolicy::Calibrate("fake", {"small", "big"},
                                           {64, 256, 1024, 4096}, FakeMeasure);
   ASSERT_TRUE(policy.ok()) << policy.status();
@@ -34,6 +35,31 @@ TEST(DispatchPolicyTest, ChoosesTheFastestAtTheNearestGridPoint) {
   EXPECT_EQ(policy->Choose(Shape(1, 2, 3)), "small");
   EXPECT_EQ(policy->Choose(Shape(20000, 1, 1)), "big");
   EXPECT_EQ(policy->Choose(Shape(20000, 20000, 20000)), "big");
+}
+
+// "steady" takes 1 ms everywhere; "rising" grows log-linearly with m from
+// 0.5 ms at 64 to 1.6 ms at 256, so that the two cross at m of about 146,
+// between the grid points.
+absl::StatusOr<double> CrossingMeasure(const std::string& kernel, uint32_t m,
+                                       uint32_t, uint32_t) {
+  if (kernel == "steady") return 1.0;
+  const double t = (std::log2(double(m)) - 6) / 2;  // 0 at 64, 1 at 256
+  return std::exp(std::log(0.5) + t * std::log(3.2));
+}
+
+TEST(DispatchPolicyTest, InterpolatesBetweenGridPoints) {
+  auto policy = DispatchPolicy::Calibrate("fake", {"steady", "rising"},
+                                          {64, 256}, CrossingMeasure);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  // m = 140 is nearer 256 in log2, where "steady" wins; between the points
+  // "rising" is still the faster, and interpolation sees it.
+  EXPECT_EQ(policy->Choose(Shape(140, 64, 64)), "rising");
+  EXPECT_EQ(policy->Choose(Shape(100, 200, 64)), "rising");
+  EXPECT_EQ(policy->Choose(Shape(160, 64, 64)), "steady");
+  EXPECT_EQ(policy->Choose(Shape(256, 64, 256)), "steady");
+  // Beyond the grid: its edge.
+  EXPECT_EQ(policy->Choose(Shape(1, 1, 1)), "rising");
+  EXPECT_EQ(policy->Choose(Shape(8192, 8192, 8192)), "steady");
 }
 
 TEST(DispatchPolicyTest, FixedAlwaysPicksItsKernel) {
