@@ -65,4 +65,32 @@ std::string CudaDevice::failure() const {
   return failure_;
 }
 
+// CUDA errors that leave the device's context unusable: every later call
+// on it fails with the same error (CUDA's "sticky" errors), or the device
+// is gone.
+bool IsStickyCudaError(cudaError_t error) {
+  switch (error) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchFailure:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorNvlinkUncorrectable:
+    case cudaErrorAssert:
+    case cudaErrorContextIsDestroyed:
+    case cudaErrorExternalDevice:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorNoDevice:
+    // What a GPU that fell off the bus answers.
+    case cudaErrorUnknown:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace gemm::server

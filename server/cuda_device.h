@@ -26,6 +26,11 @@
 
 namespace gemm::server {
 
+// CUDA errors that leave a device's context unusable (CUDA's "sticky"
+// errors: every later call on it fails the same way), or mean the device
+// is gone; a device that returns one is taken out of service.
+bool IsStickyCudaError(cudaError_t error);
+
 class CudaDevice {
  public:
   // One stream and the events of the batch running on it.

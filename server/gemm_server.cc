@@ -16,7 +16,9 @@
 #include "grpcpp/resource_quota.h"
 #include "proto/wire_codec.h"
 #include "server/cpu_executor.h"
+#include "server/metered_executor.h"
 #include "server/reflection_service.h"
+#include "server/server_gauges.h"
 #ifdef GEMM_HAVE_CUDA
 #include "server/cuda_executor.h"
 #endif
@@ -84,36 +86,6 @@ absl::StatusOr<Backend> MakeBackend(const GemmServer::Options& options) {
   return MakeCpuBackend(options);
 #endif
 }
-
-// Counts each batch the executor runs in the metrics (batch sizes,
-// batches by kernel and device).
-// And notices when a failed batch leaves the executor unable to take any
-// more (every GPU failed): `on_unserviceable` runs once, then.
-class MeteredExecutor final : public ForwardingExecutor {
- public:
-  MeteredExecutor(std::unique_ptr<Executor> inner, ServerMetrics* metrics,
-                  std::function<void(const absl::Status&)> on_unserviceable)
-      : ForwardingExecutor(std::move(inner)),
-        metrics_(metrics),
-        on_unserviceable_(std::move(on_unserviceable)) {}
-
-  absl::Status Execute(const Batch& batch) override {
-    absl::Status status = inner().Execute(batch);
-    metrics_->BatchRan(*batch.front(), batch.size(), status);
-    if (!status.ok() && !inner().serviceable() &&
-        !unserviceable_.exchange(true)) {
-      on_unserviceable_(status);
-    }
-    return status;
-  }
-
- private:
-  ServerMetrics* const metrics_;
-  const std::function<void(const absl::Status&)> on_unserviceable_;
-  std::atomic<bool> unserviceable_{false};
-};
-
-std::vector<Sample> One(double value) { return {Sample{{}, value}}; }
 
 // Plaintext, TLS, or mTLS, from the options' PEM files.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsOf(
@@ -324,117 +296,13 @@ std::string GemmServer::RenderMetrics() const {
 }
 
 void GemmServer::AddGauges(const Options& options) {
-  MetricsRegistry& registry = metrics_->registry();
-  std::string device_names;
-  for (const DeviceDescription& d : executor_->devices()) {
-    absl::StrAppend(&device_names, device_names.empty() ? "" : ", ", d.id, " ",
-                    d.name);
-  }
-  const std::vector<Sample> build = {
-      {{std::string(kVersion), std::string(executor_->backend()), device_names},
-       1}};
-  registry.AddGauge(
-      "gemm_build_info", "Always 1: the server's version, backend and devices",
-      {"version", "backend", "devices"}, [build] { return build; });
-  std::vector<Sample> device_bytes;
-  for (const DeviceDescription& d : executor_->devices()) {
-    if (d.memory_bytes == 0) continue;  // the CPU
-    device_bytes.push_back({{d.id, d.name, d.compute_capability},
-                            static_cast<double>(d.memory_bytes)});
-  }
-  const Executor* described = executor_.get();
-  registry.AddGauge(
-      "gemm_device_up",
-      "1 while a device serves, 0 once a sticky CUDA error took "
-      "it out of service",
-      {"device"}, [described] {
-        std::vector<Sample> samples;
-        for (const DeviceDescription& d : described->devices()) {
-          samples.push_back({{d.id}, d.failure.empty() ? 1.0 : 0.0});
-        }
-        return samples;
-      });
-  registry.AddGauge("gemm_device_memory_total_bytes",
-                    "Memory of each device the server computes on",
-                    {"device", "name", "compute_capability"},
-                    [device_bytes] { return device_bytes; });
-
-  const BatchScheduler* scheduler = scheduler_.get();
-  const GemmServiceImpl* service = service_.get();
-  registry.AddGauge("gemm_queued_jobs", "Jobs waiting in the queue", {},
-                    [scheduler] { return One(scheduler->queued()); });
-  registry.AddGauge(
-      "gemm_queued_jobs_limit",
-      "Most jobs that may wait in the queue (--max-queued-jobs)", {},
-      [scheduler] { return One(scheduler->options().max_queued_jobs); });
-  registry.AddGauge("gemm_inflight_bytes",
-                    "Bytes claimed by accepted, unfinished jobs", {},
-                    [service] { return One(service->inflight_bytes()); });
-  registry.AddGauge(
-      "gemm_inflight_limit_bytes",
-      "The in-flight budget (--max-inflight-bytes, at least the largest job)",
-      {}, [service] { return One(service->inflight_limit_bytes()); });
-  registry.AddGauge("gemm_open_streams", "GemmStream calls open", {},
-                    [service] { return One(service->open_streams()); });
-  registry.AddGauge("gemm_open_unary_calls", "Unary Gemm calls open", {},
-                    [service] { return One(service->open_unary_calls()); });
-
-  const Executor* executor = executor_.get();
-  auto device_gauge = [&](std::string name, std::string help,
-                          uint64_t MemoryUse::Device::*field) {
-    registry.AddGauge(
-        std::move(name), std::move(help), {"device"}, [executor, field] {
-          std::vector<Sample> samples;
-          for (const auto& d : executor->memory_use().devices) {
-            samples.push_back({{d.id}, static_cast<double>(d.*field)});
-          }
-          return samples;
-        });
-  };
-  device_gauge("gemm_device_memory_used_bytes",
-               "Device memory held by running batches' operands",
-               &MemoryUse::Device::in_use_bytes);
-  device_gauge("gemm_device_memory_cached_bytes",
-               "Device memory kept for reuse by the operand pool",
-               &MemoryUse::Device::cached_bytes);
-  device_gauge("gemm_device_memory_budget_bytes",
-               "The operand pool's budget on each device",
-               &MemoryUse::Device::budget_bytes);
-  auto pinned_gauge = [&](std::string name, std::string help,
-                          uint64_t MemoryUse::*field) {
-    registry.AddGauge(std::move(name), std::move(help), {}, [executor, field] {
-      return One(static_cast<double>(executor->memory_use().*field));
-    });
-  };
-  pinned_gauge("gemm_pinned_host_used_bytes",
-               "Page-locked host memory held by jobs (CUDA backend)",
-               &MemoryUse::pinned_in_use_bytes);
-  pinned_gauge("gemm_pinned_host_cached_bytes",
-               "Page-locked host memory kept for reuse (CUDA backend)",
-               &MemoryUse::pinned_cached_bytes);
-  pinned_gauge("gemm_pinned_host_cache_limit_bytes",
-               "Most page-locked memory kept for reuse (--pinned-cache-bytes)",
-               &MemoryUse::pinned_cache_limit_bytes);
-
-  ConnectionLimiter* connections = connection_limiter_.get();
-  if (connections != nullptr) {
-    registry.AddGauge("gemm_connections",
-                      "TCP connections open (the server's own listener)", {},
-                      [connections] { return One(connections->open()); });
-    const double limit = static_cast<double>(options.max_connections);
-    registry.AddGauge("gemm_connections_limit",
-                      "Most connections open at once (--max-connections; 0: "
-                      "no cap but the descriptor limit's)",
-                      {}, [limit] { return One(limit); });
-    registry.AddSampledCounter(
-        "gemm_connections_refused_total",
-        "Connections closed as soon as accepted: over a limit, or too near "
-        "the descriptor limit",
-        {}, [connections] {
-          return One(static_cast<double>(connections->refused()));
-        });
-  }
-  AddProcessMetrics(registry);
+  GaugeSources sources;
+  sources.executor = executor_.get();
+  sources.scheduler = scheduler_.get();
+  sources.service = service_.get();
+  sources.connections = connection_limiter_.get();
+  sources.max_connections = options.max_connections;
+  AddServerGauges(metrics_->registry(), sources);
 }
 
 GemmServer::~GemmServer() { Shutdown(absl::ZeroDuration()); }

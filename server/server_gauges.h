@@ -1,0 +1,39 @@
+// The gauges /metrics reads at each scrape (docs/operations.md): build and
+// device information, queue and in-flight bytes with their limits, open
+// calls and connections, device and pinned memory, device health, and the
+// process_* metrics. The counters and histograms the service keeps as it
+// goes are ServerMetrics' (server_metrics.h).
+//
+// Thread-safety: the samplers run on the scraping thread; every source
+// must outlive the registry's last Render().
+//
+//   AddServerGauges(metrics.registry(), {executor, scheduler, service});
+#ifndef GEMM_SERVER_SERVER_GAUGES_H_
+#define GEMM_SERVER_SERVER_GAUGES_H_
+
+#include <cstddef>
+
+#include "server/batch_scheduler.h"
+#include "server/connection_limiter.h"
+#include "server/executor.h"
+#include "server/gemm_service.h"
+#include "server/metrics.h"
+
+namespace gemm::server {
+
+// What the gauges read.
+struct GaugeSources {
+  const Executor* executor = nullptr;
+  const BatchScheduler* scheduler = nullptr;
+  const GemmServiceImpl* service = nullptr;
+  // The server's own listener; null for a unix: address (no gauges then).
+  ConnectionLimiter* connections = nullptr;
+  // --max-connections, reported as the connections' limit.
+  size_t max_connections = 0;
+};
+
+void AddServerGauges(MetricsRegistry& registry, const GaugeSources& sources);
+
+}  // namespace gemm::server
+
+#endif  // GEMM_SERVER_SERVER_GAUGES_H_
