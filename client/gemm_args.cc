@@ -55,6 +55,7 @@ v1::GemmParams ParamsOf(const GemmArgs& args) {
   params.set_beta(args.problem.beta);
   params.set_kernel(args.kernel);
   params.set_timeout_ms(args.timeout_ms);
+  params.set_check(args.check);
   return params;
 }
 

@@ -31,6 +31,10 @@ struct GemmArgs {
   std::string kernel = "auto";
   // Server-side budget from the job's arrival; 0 = none.
   uint32_t timeout_ms = 0;
+  // Whether the server checks the result (ABFT) before returning it:
+  // CHECK_DEFAULT leaves it to the server's --check-min-gflop. What the
+  // check found comes back in Timing.check.
+  v1::Check check = v1::CHECK_DEFAULT;
   const float* a = nullptr;  // m*k floats (k*m when trans_a)
   const float* b = nullptr;  // k*n floats (n*k when trans_b)
   const float* c = nullptr;  // m*n floats; may be null when beta == 0

@@ -2,11 +2,38 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/abft.h"
+#include "spdlog/spdlog.h"
 
 namespace gemm::server {
+namespace {
+
+void Sgemm(GemmJob& job) {
+  const GemmProblem& s = job.problem();
+  cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
+              s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, s.alpha,
+              job.a(), s.lda(), job.b(), s.ldb(), s.beta, job.c(), s.ldc());
+}
+
+// The result's sums into `scratch` (cleared first), and the verdict.
+abft::Verdict Judge(GemmJob& job, std::vector<double>& scratch) {
+  const GemmProblem& s = job.problem();
+  const abft::Layout l(s);
+  using abft::Layout;
+  std::fill_n(scratch.begin() + l.row(Layout::kActual), s.m, 0.0);
+  std::fill_n(scratch.begin() + l.col(Layout::kActual), s.n, 0.0);
+  abft::Reduce2DOnHost(abft::OutputCPass(s, job.c(), scratch.data()));
+  return abft::JudgeAll(s, scratch.data());
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
     const Options& options) {
   if (options.threads < 0) {
@@ -23,6 +50,7 @@ std::vector<DeviceDescription> CpuExecutor::devices() const {
   cpu.name =
       absl::StrFormat("OpenBLAS (%s, %d threads)", openblas_get_corename(),
                       openblas_get_num_threads());
+  cpu.check_mismatches = check_mismatches_.load();
   return {cpu};
 }
 
@@ -43,18 +71,73 @@ absl::StatusOr<std::string> CpuExecutor::ResolveKernel(
 absl::Status CpuExecutor::Execute(const Batch& batch) {
   absl::MutexLock lock(&mu_);
   for (const std::shared_ptr<GemmJob>& job : batch) {
-    const GemmProblem& s = job->problem();
-    const absl::Time start = absl::Now();
-    cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
-                s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, s.alpha,
-                job->a(), s.lda(), job->b(), s.ldb(), s.beta, job->c(),
-                s.ldc());
     JobTiming& t = job->timing();
-    t.compute = absl::Now() - start;
     t.batch_size = static_cast<uint32_t>(batch.size());
     t.device = "cpu";
+    absl::Status status = Run(*job);
+    // The job fails alone; the batch goes on.
+    if (!status.ok()) job->Finish(std::move(status));
   }
   return absl::OkStatus();
+}
+
+absl::Status CpuExecutor::Run(GemmJob& job) {
+  JobTiming& t = job.timing();
+  if (!job.spec().check) {
+    const absl::Time start = absl::Now();
+    Sgemm(job);
+    t.compute = absl::Now() - start;
+    if (corrupter_) corrupter_(ResultSite{&job, job.c(), nullptr, 0});
+    return absl::OkStatus();
+  }
+  const GemmProblem& s = job.problem();
+  // The predictions, and the input C (kept for a re-run) with its sums.
+  absl::Time start = absl::Now();
+  std::vector<double> scratch(abft::Layout(s).slots(), 0.0);
+  std::vector<float> c_in;
+  if (s.beta != 0.0f) {
+    abft::Reduce2DOnHost(abft::InputCPass(s, job.c(), scratch.data()));
+    c_in.assign(job.c(), job.c() + s.c_elements());
+  }
+  for (const abft::Pass& pass :
+       abft::OperandPasses(s, job.a(), job.b(), scratch.data())) {
+    abft::Reduce2DOnHost(pass);
+  }
+  JobCheck& check = t.check;
+  check.ran = true;
+  check.time = absl::Now() - start;
+  for (int run = 0; run < 2; ++run) {
+    if (run > 0 && s.beta != 0.0f) std::copy(c_in.begin(), c_in.end(), job.c());
+    start = absl::Now();
+    Sgemm(job);
+    t.compute = absl::Now() - start;
+    if (corrupter_) corrupter_(ResultSite{&job, job.c(), nullptr, run});
+    start = absl::Now();
+    const abft::Verdict verdict = Judge(job, scratch);
+    check.time += absl::Now() - start;
+    if (verdict.ok()) {
+      check.worst_ratio = verdict.worst_ratio;
+      check.unchecked_lines = verdict.unchecked_lines;
+      if (run > 0) {
+        absl::StrAppend(&check.detail, "; a re-run on ", kKernelName,
+                        " passed");
+        check.rerun_kernel = kKernelName;
+      }
+      return absl::OkStatus();
+    }
+    check_mismatches_.fetch_add(1);
+    ++check.mismatches;
+    const std::string what = absl::StrFormat(
+        "run %d on %s (cpu) failed its check: %d of %d rows and columns off, "
+        "worst %s at %.3g times its tolerance",
+        run + 1, kKernelName, verdict.bad_lines, uint64_t{s.m} + s.n,
+        abft::LineName(s, verdict.worst_line), verdict.worst_ratio);
+    spdlog::error("job {}: {}", s.ToString(), what);
+    absl::StrAppend(&check.detail, check.detail.empty() ? "" : "; ", what);
+  }
+  return absl::DataLossError(
+      absl::StrCat("the result failed its check twice, so none is returned: ",
+                   check.detail));
 }
 
 }  // namespace gemm::server

@@ -4,6 +4,13 @@
 // "auto" resolves to it. OpenBLAS parallelizes each GEMM over its own
 // threads, so batches run one job after another.
 //
+// A job with JobSpec::check is checked (common/abft.h) on the host: the
+// operands' sums before the GEMM, C's after it. A result that fails runs
+// once more (OpenBLAS again: the CPU backend has no other kernel, so a
+// transient fault is what a re-run can catch) from the input C kept aside;
+// if that fails too, the job ends with DATA_LOSS and the others of the
+// batch go on.
+//
 // Thread-safety: thread-safe; concurrent Execute() calls are serialized.
 //
 //   ASSIGN_OR_RETURN(auto executor, CpuExecutor::Create({.threads = 4}));
@@ -11,6 +18,7 @@
 #ifndef GEMM_SERVER_CPU_EXECUTOR_H_
 #define GEMM_SERVER_CPU_EXECUTOR_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +46,9 @@ class CpuExecutor final : public Executor {
   absl::StatusOr<std::string> ResolveKernel(
       const GemmProblem& problem, absl::string_view requested) const override;
   absl::Status Execute(const Batch& batch) override;
+  void SetResultCorrupterForTesting(ResultCorrupter corrupter) override {
+    corrupter_ = std::move(corrupter);
+  }
 
   // The name of the one real kernel of this backend.
   static constexpr char kKernelName[] = "cpu";
@@ -45,8 +56,14 @@ class CpuExecutor final : public Executor {
  private:
   explicit CpuExecutor(const Options& options) : options_(options) {}
 
+  // One job: its GEMM, and its check when it asks for one. Fails only
+  // with DATA_LOSS (both runs failed the check).
+  absl::Status Run(GemmJob& job);
+
   const Options options_;
   absl::Mutex mu_;
+  ResultCorrupter corrupter_;
+  std::atomic<uint64_t> check_mismatches_{0};
 };
 
 }  // namespace gemm::server

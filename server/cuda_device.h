@@ -13,6 +13,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -36,8 +37,10 @@ class CudaDevice {
   // One stream and the events of the batch running on it.
   struct Stream {
     cudaStream_t stream = nullptr;
-    // Recorded before H2D, after H2D, after the kernel, after D2H.
-    cudaEvent_t events[4] = {nullptr, nullptr, nullptr, nullptr};
+    // Recorded before H2D, after H2D, after the kernel, after D2H; and for
+    // a checked batch, after the check's predictions, after its verdicts,
+    // and before the D2H of C.
+    cudaEvent_t events[7] = {};
   };
 
   // Opens device `ordinal`: its description, options.streams_per_device
@@ -66,6 +69,10 @@ class CudaDevice {
   // Empty while the device is in service; else why it is not.
   std::string failure() const ABSL_LOCKS_EXCLUDED(failure_mu_);
 
+  // Results computed here that failed their check (ABFT). Thread-safe.
+  void CountCheckMismatch() { check_mismatches_.fetch_add(1); }
+  uint64_t check_mismatches() const { return check_mismatches_.load(); }
+
  private:
   explicit CudaDevice(int ordinal) : ordinal_(ordinal) {}
 
@@ -78,6 +85,7 @@ class CudaDevice {
   std::unique_ptr<DeviceMemoryPool> pool_;
   mutable absl::Mutex failure_mu_;
   std::string failure_ ABSL_GUARDED_BY(failure_mu_);
+  std::atomic<uint64_t> check_mismatches_{0};
 };
 
 }  // namespace gemm::server

@@ -7,7 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/abft.h"
 #include "common/status_macros.h"
+#include "kernels/abft_checksums.h"
 #include "kernels/sgemm.h"
 #include "server/dispatch_calibration.h"
 #include "server/size_class.h"
@@ -29,27 +31,38 @@ uint64_t PaddedElements(uint64_t elements) {
 }
 
 // Where one launch's operands sit in its device block: every job's A, then
-// every B, then every C, each member padded (PaddedElements).
+// every B, then every C, each member padded (PaddedElements); then, for a
+// checked batch, every job's check scratch (abft::Layout, in doubles).
 struct PackedOperands {
-  PackedOperands(const GemmProblem& problem, int jobs)
+  PackedOperands(const GemmProblem& problem, int jobs, bool check)
       : count(jobs),
         stride_a(PaddedElements(problem.a_elements())),
         stride_b(PaddedElements(problem.b_elements())),
-        stride_c(PaddedElements(problem.c_elements())) {}
+        stride_c(PaddedElements(problem.c_elements())),
+        stride_scratch(check ? (abft::Layout(problem).slots() + 31) / 32 * 32
+                             : 0) {}
   uint64_t bytes() const {
-    return 4 * count * (stride_a + stride_b + stride_c);
+    return 4 * count * (stride_a + stride_b + stride_c) +
+           8 * count * stride_scratch;
   }
   void Place(void* block) {
     a = static_cast<float*>(block);
     b = a + count * stride_a;
     c = b + count * stride_b;
+    // 256-byte aligned: every float stride is a multiple of 64.
+    scratch = stride_scratch == 0
+                  ? nullptr
+                  : reinterpret_cast<double*>(c + count * stride_c);
   }
+  bool checked() const { return stride_scratch != 0; }
 
   int count;
-  uint64_t stride_a, stride_b, stride_c;  // in elements
+  uint64_t stride_a, stride_b, stride_c;  // in floats
+  uint64_t stride_scratch;                // in doubles; 0 when unchecked
   float* a = nullptr;
   float* b = nullptr;
   float* c = nullptr;
+  double* scratch = nullptr;
 };
 
 // The jobs of one launch: batch[begin, begin + count).
@@ -94,10 +107,13 @@ absl::Status LaunchPacked(const SgemmKernel& kernel, const GemmProblem& problem,
   return kernel.Launch(args, st);
 }
 
-// Enqueues every job's C back into its host storage.
+// Enqueues every job's C back into its host storage, except those whose
+// `skip` is set (may be null).
 absl::Status CopyResultsOut(const Chunk& chunk, const GemmProblem& problem,
-                            const PackedOperands& packed, cudaStream_t st) {
+                            const PackedOperands& packed, cudaStream_t st,
+                            const std::vector<bool>* skip = nullptr) {
   for (int i = 0; i < chunk.count; ++i) {
+    if (skip != nullptr && (*skip)[i]) continue;
     RETURN_IF_ERROR(CudaStatus(
         cudaMemcpyAsync(chunk.job(i).c(), packed.c + i * packed.stride_c,
                         4 * problem.c_elements(), cudaMemcpyDeviceToHost, st),
@@ -106,24 +122,55 @@ absl::Status CopyResultsOut(const Chunk& chunk, const GemmProblem& problem,
   return absl::OkStatus();
 }
 
-// Waits for the last event and gives every job of the chunk the times
-// between the four: h2d, compute (the whole launch) and d2h.
+// The stream's events, by what they mark (CudaDevice::Stream::events).
+enum Event {
+  kStart = 0,
+  kCopiedIn = 1,
+  kComputed = 2,
+  kCopiedOut = 3,
+  kPredicted = 4,  // checked batches only, from here on
+  kJudged = 5,
+  kCopyingOut = 6,
+};
+
+// Waits for the last event and gives every job of the chunk its times:
+// h2d, compute (the whole launch) and d2h; and for a checked chunk the
+// check's (before and after the kernel), added to what earlier runs took.
 absl::Status WaitAndRecordTimings(const Chunk& chunk, const CudaDevice& device,
-                                  const CudaDevice::Stream& stream) {
+                                  const CudaDevice::Stream& stream,
+                                  bool checked) {
   const cudaEvent_t* ev = stream.events;
-  RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(ev[3]),
+  RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(ev[kCopiedOut]),
                              absl::StrCat(device.label(), ": batch")));
-  float ms[3] = {0, 0, 0};
-  for (int i = 0; i < 3; ++i) {
-    RETURN_IF_ERROR(CudaStatus(cudaEventElapsedTime(&ms[i], ev[i], ev[i + 1]),
+  auto elapsed = [ev](Event from, Event to) -> absl::StatusOr<absl::Duration> {
+    float ms = 0;
+    RETURN_IF_ERROR(CudaStatus(cudaEventElapsedTime(&ms, ev[from], ev[to]),
                                "cudaEventElapsedTime"));
+    return absl::Microseconds(1000.0 * ms);
+  };
+  ASSIGN_OR_RETURN(const absl::Duration h2d, elapsed(kStart, kCopiedIn));
+  absl::Duration compute, d2h, check;
+  if (!checked) {
+    ASSIGN_OR_RETURN(compute, elapsed(kCopiedIn, kComputed));
+    ASSIGN_OR_RETURN(d2h, elapsed(kComputed, kCopiedOut));
+  } else {
+    ASSIGN_OR_RETURN(compute, elapsed(kPredicted, kComputed));
+    ASSIGN_OR_RETURN(d2h, elapsed(kCopyingOut, kCopiedOut));
+    ASSIGN_OR_RETURN(const absl::Duration before,
+                     elapsed(kCopiedIn, kPredicted));
+    ASSIGN_OR_RETURN(const absl::Duration after, elapsed(kComputed, kJudged));
+    check = before + after;
   }
   for (int i = 0; i < chunk.count; ++i) {
     JobTiming& t = chunk.job(i).timing();
-    t.h2d = absl::Microseconds(1000.0 * ms[0]);
-    t.compute = absl::Microseconds(1000.0 * ms[1]);
-    t.d2h = absl::Microseconds(1000.0 * ms[2]);
+    t.h2d = h2d;
+    t.compute = compute;
+    t.d2h = d2h;
     t.device = device.label();
+    if (checked) {
+      t.check.ran = true;
+      t.check.time += check;
+    }
   }
   return absl::OkStatus();
 }
@@ -166,7 +213,7 @@ int CudaExecutor::VisibleDeviceCount(std::string* why) {
 }
 
 uint64_t CudaExecutor::DeviceBytes(const GemmProblem& shape) {
-  return SizeClass(PackedOperands(shape, 1).bytes());
+  return SizeClass(PackedOperands(shape, 1, /*check=*/true).bytes());
 }
 
 CudaExecutor::CudaExecutor(const Options& options)
@@ -269,6 +316,7 @@ std::vector<DeviceDescription> CudaExecutor::devices() const {
     d.memory_bytes = device->memory_bytes();
     d.compute_capability = device->compute_capability();
     d.failure = device->failure();
+    d.check_mismatches = device->check_mismatches();
     out.push_back(std::move(d));
   }
   return out;
@@ -344,20 +392,29 @@ absl::Status CudaExecutor::Execute(const Batch& batch) {
   const uint64_t per_job = DeviceBytes(live.front()->problem());
   const size_t per_launch =
       std::max<uint64_t>(1, smallest_budget_ / 2 / per_job);
+  std::vector<FailedCheck> failed;
   for (size_t begin = 0; begin < live.size(); begin += per_launch) {
-    RETURN_IF_ERROR(
-        ExecuteChunk(live, begin, std::min(live.size(), begin + per_launch)));
+    ASSIGN_OR_RETURN(
+        std::vector<FailedCheck> chunk_failed,
+        ExecuteChunk(live, begin, std::min(live.size(), begin + per_launch),
+                     Run()));
+    failed.insert(failed.end(), chunk_failed.begin(), chunk_failed.end());
   }
+  for (const FailedCheck& f : failed) ReRun(live[f.job], f.device);
   return absl::OkStatus();
 }
 
 namespace {
 
 // Copies a chunk in, runs it and copies it out on `device`'s stream
-// `stream_index`, with the chunk's timings.
-absl::Status RunChunk(const Chunk& chunk, const SgemmKernel& kernel,
-                      PackedOperands& packed, CudaDevice& device,
-                      size_t stream_index) {
+// `stream_index`, with the chunk's timings; for a checked chunk, checks it
+// and returns each job's verdict (the results of failing jobs are not
+// copied out when beta is not 0, so their host C still holds the input).
+// `corrupter` (tests only) may change each result after the kernel.
+absl::StatusOr<std::vector<abft::Verdict>> RunChunk(
+    const Chunk& chunk, const SgemmKernel& kernel, PackedOperands& packed,
+    CudaDevice& device, size_t stream_index, HostAllocator* pinned,
+    const ResultCorrupter& corrupter, int run) {
   const GemmProblem& problem = chunk.batch[chunk.begin]->problem();
   const CudaDevice::Stream& stream = device.stream(stream_index);
   const cudaStream_t st = stream.stream;
@@ -378,33 +435,114 @@ absl::Status RunChunk(const Chunk& chunk, const SgemmKernel& kernel,
   packed.Place(block);
 
   const cudaEvent_t* ev = stream.events;
-  RETURN_IF_ERROR(Record(ev[0], st));
+  const bool checked = packed.checked();
+  kernels::AbftBatch abft_batch;
+  if (checked) {
+    abft_batch = kernels::AbftBatch{
+        problem,        chunk.count,
+        packed.a,       static_cast<int64_t>(packed.stride_a),
+        packed.b,       static_cast<int64_t>(packed.stride_b),
+        packed.c,       static_cast<int64_t>(packed.stride_c),
+        packed.scratch, static_cast<int64_t>(packed.stride_scratch)};
+  }
+  RETURN_IF_ERROR(Record(ev[kStart], st));
   RETURN_IF_ERROR(CopyOperandsIn(chunk, problem, packed, st));
-  RETURN_IF_ERROR(Record(ev[1], st));
+  RETURN_IF_ERROR(Record(ev[kCopiedIn], st));
+  if (checked) {
+    RETURN_IF_ERROR(CudaStatus(kernels::LaunchAbftPredict(abft_batch, st),
+                               "result check (predictions)"));
+    RETURN_IF_ERROR(Record(ev[kPredicted], st));
+  }
   RETURN_IF_ERROR(LaunchPacked(kernel, problem, packed, st));
-  RETURN_IF_ERROR(Record(ev[2], st));
-  RETURN_IF_ERROR(CopyResultsOut(chunk, problem, packed, st));
-  RETURN_IF_ERROR(Record(ev[3], st));
-  return WaitAndRecordTimings(chunk, device, stream);
+  RETURN_IF_ERROR(Record(ev[kComputed], st));
+  if (corrupter) {
+    for (int i = 0; i < chunk.count; ++i) {
+      corrupter(
+          ResultSite{&chunk.job(i), packed.c + i * packed.stride_c, st, run});
+    }
+  }
+  std::vector<abft::Verdict> verdicts;
+  if (!checked) {
+    RETURN_IF_ERROR(CopyResultsOut(chunk, problem, packed, st));
+    RETURN_IF_ERROR(Record(ev[kCopiedOut], st));
+    RETURN_IF_ERROR(WaitAndRecordTimings(chunk, device, stream, false));
+    return verdicts;
+  }
+  RETURN_IF_ERROR(CudaStatus(kernels::LaunchAbftJudge(abft_batch, st),
+                             "result check (verdict)"));
+  RETURN_IF_ERROR(Record(ev[kJudged], st));
+  // Each job's verdict slots, into pinned memory.
+  constexpr uint64_t kVerdictBytes = 8 * abft::Layout::kVerdictSlots;
+  HostBuffer slots(pinned, chunk.count * kVerdictBytes / 4);
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpy2DAsync(slots.data(), kVerdictBytes,
+                        packed.scratch + abft::Layout(problem).verdict(),
+                        8 * packed.stride_scratch, kVerdictBytes, chunk.count,
+                        cudaMemcpyDeviceToHost, st),
+      "D2H of the check's verdicts"));
+  auto read_verdicts = [&] {
+    const double* words = reinterpret_cast<const double*>(slots.data());
+    verdicts.clear();
+    for (int i = 0; i < chunk.count; ++i) {
+      verdicts.push_back(
+          abft::VerdictFromSlots(words + i * abft::Layout::kVerdictSlots));
+    }
+  };
+  std::vector<bool> failed(chunk.count, false);
+  if (problem.beta != 0.0f) {
+    // C comes back only once it passed: a failing job keeps its input C.
+    RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(st),
+                               absl::StrCat(device.label(), ": batch")));
+    read_verdicts();
+    for (int i = 0; i < chunk.count; ++i) failed[i] = !verdicts[i].ok();
+  }
+  RETURN_IF_ERROR(Record(ev[kCopyingOut], st));
+  RETURN_IF_ERROR(CopyResultsOut(chunk, problem, packed, st, &failed));
+  RETURN_IF_ERROR(Record(ev[kCopiedOut], st));
+  RETURN_IF_ERROR(WaitAndRecordTimings(chunk, device, stream, true));
+  read_verdicts();
+  return verdicts;
+}
+
+// What re-runs a job whose result failed its check on `first`: cuBLAS, or
+// when cuBLAS gave the bad result, the first own kernel that takes the
+// shape.
+const SgemmKernel* ReRunKernel(const std::string& first,
+                               const GemmProblem& problem) {
+  // Any 256-byte-aligned addresses: CanImplement looks at alignment only.
+  float* aligned = reinterpret_cast<float*>(uintptr_t{256});
+  const SgemmArgs args = MakeSgemmArgs(problem, aligned, aligned, aligned);
+  for (const char* name : {"cublas", "v7", "v6", "v5", "v0"}) {
+    if (first == name) continue;
+    const SgemmKernel* kernel = KernelRegistry::Global().Find(name);
+    if (kernel != nullptr && kernel->CanImplement(args).ok()) return kernel;
+  }
+  return nullptr;
 }
 
 }  // namespace
 
-absl::Status CudaExecutor::ExecuteChunk(const Batch& batch, size_t begin,
-                                        size_t end) {
+absl::StatusOr<std::vector<CudaExecutor::FailedCheck>>
+CudaExecutor::ExecuteChunk(const Batch& batch, size_t begin, size_t end,
+                           const Run& run) {
   const GemmProblem& problem = batch[begin]->problem();
   const std::string& kernel_name = batch[begin]->kernel();
-  const SgemmKernel* kernel = KernelRegistry::Global().Find(kernel_name);
+  const SgemmKernel* kernel = run.kernel != nullptr
+                                  ? run.kernel
+                                  : KernelRegistry::Global().Find(kernel_name);
   if (kernel == nullptr) {
     return absl::InternalError(
         absl::StrCat("kernel '", kernel_name, "' is not registered"));
   }
   const Chunk chunk{batch, begin, static_cast<int>(end - begin)};
-  PackedOperands packed(problem, chunk.count);
+  PackedOperands packed(problem, chunk.count, batch[begin]->spec().check);
 
   // A stream on the least-loaded device, held until the chunk is done.
-  ASSIGN_OR_RETURN(const StreamSlots::Slot slot,
-                   slots_->Acquire(packed.bytes()));
+  ASSIGN_OR_RETURN(
+      const StreamSlots::Slot slot,
+      run.avoid_device == SIZE_MAX
+          ? slots_->Acquire(packed.bytes())
+          : slots_->AcquireAvoiding(packed.bytes(), run.avoid_device));
   struct ReleaseSlot {
     StreamSlots* slots;
     StreamSlots::Slot slot;
@@ -416,7 +554,10 @@ absl::Status CudaExecutor::ExecuteChunk(const Batch& batch, size_t begin,
   for (int i = 0; i < chunk.count; ++i) {
     batch[begin + i]->timing().device = device.label();
   }
-  absl::Status status = RunChunk(chunk, *kernel, packed, device, slot.stream);
+  absl::StatusOr<std::vector<abft::Verdict>> verdicts =
+      RunChunk(chunk, *kernel, packed, device, slot.stream, pinned_.get(),
+               corrupter_, run.number);
+  absl::Status status = verdicts.status();
   if (!status.ok() && device.failure().empty()) {
     // Was it this batch, or the device? A sticky error answers every call
     // on the device's context from now on.
@@ -438,7 +579,66 @@ absl::Status CudaExecutor::ExecuteChunk(const Batch& batch, size_t begin,
         "); the batch's results are discarded and the device is out of "
         "service"));
   }
-  return status;
+  RETURN_IF_ERROR(status);
+  std::vector<FailedCheck> failed;
+  for (int i = 0; i < static_cast<int>(verdicts->size()); ++i) {
+    const abft::Verdict& v = (*verdicts)[i];
+    JobCheck& check = batch[begin + i]->timing().check;
+    if (v.ok()) {
+      check.worst_ratio = v.worst_ratio;
+      check.unchecked_lines = v.unchecked_lines;
+      if (run.number > 0) {
+        check.rerun_kernel = std::string(kernel->name());
+        absl::StrAppend(&check.detail, "; a re-run on ",
+                        std::string(kernel->name()), " on ", device.label(),
+                        " passed");
+      }
+      continue;
+    }
+    device.CountCheckMismatch();
+    ++check.mismatches;
+    const std::string what = absl::StrFormat(
+        "run %d on %s on %s failed its check: %d of %d rows and columns off, "
+        "worst %s at %.3g times its tolerance",
+        run.number + 1, std::string(kernel->name()), device.label(),
+        v.bad_lines, uint64_t{problem.m} + problem.n,
+        abft::LineName(problem, v.worst_line), v.worst_ratio);
+    spdlog::error("job {}: {}", problem.ToString(), what);
+    absl::StrAppend(&check.detail, check.detail.empty() ? "" : "; ", what);
+    failed.push_back(FailedCheck{begin + i, slot.device});
+  }
+  return failed;
+}
+
+void CudaExecutor::ReRun(const std::shared_ptr<GemmJob>& job,
+                         size_t failed_device) {
+  JobCheck& check = job->timing().check;
+  if (check.mismatches > 1) {
+    job->Finish(absl::DataLossError(
+        absl::StrCat("the result failed its check twice, so none is returned: ",
+                     check.detail)));
+    return;
+  }
+  Run run;
+  run.kernel = ReRunKernel(job->kernel(), job->problem());
+  run.avoid_device = failed_device;
+  run.number = 1;
+  if (run.kernel == nullptr) {
+    job->Finish(absl::DataLossError(absl::StrCat(
+        "the result failed its check and no other kernel can re-run it: ",
+        check.detail)));
+    return;
+  }
+  const Batch alone = {job};
+  absl::StatusOr<std::vector<FailedCheck>> failed =
+      ExecuteChunk(alone, 0, 1, run);
+  if (!failed.ok()) {
+    job->Finish(failed.status());
+  } else if (!failed->empty()) {
+    job->Finish(absl::DataLossError(
+        absl::StrCat("the result failed its check twice, so none is returned: ",
+                     check.detail)));
+  }
 }
 
 }  // namespace gemm::server

@@ -25,6 +25,16 @@
 // serving, and with none left serviceable() turns false and batches fail
 // with UNAVAILABLE. No result is ever taken from a failed device.
 //
+// A job with JobSpec::check is checked on its device (ABFT:
+// kernels/abft_checksums.h, common/abft.h): the predictions from A, B and
+// C_in before the kernel, C's sums and the verdict after it, in the same
+// stream and batch. With beta = 0, C comes back with the verdict; with beta
+// != 0, C comes back once the verdict passed, so a failing job keeps its
+// input C on the host. A job that fails runs again alone on another kernel
+// (cuBLAS, or the best own kernel when cuBLAS gave the bad result) and on
+// another device when there is one; it ends with DATA_LOSS when that fails
+// too. Every failure is logged and counted per device (Info, metrics).
+//
 // Thread-safety: thread-safe.
 //
 //   ASSIGN_OR_RETURN(auto executor, CudaExecutor::Create(options));
@@ -39,6 +49,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "kernels/sgemm.h"
 #include "server/cuda_device.h"
 #include "server/cuda_executor_options.h"
 #include "server/dispatch_policy.h"
@@ -77,13 +88,38 @@ class CudaExecutor final : public Executor {
   // Batches that can usefully run at once: devices x streams per device.
   int concurrency() const;
   const DispatchPolicy& dispatch_policy() const { return policy_; }
-  // Device memory bytes a job of `problem` needs (its packed operands).
+  // Device memory bytes a job of `problem` needs (its packed operands and
+  // its check's scratch).
   static uint64_t DeviceBytes(const GemmProblem& problem);
+  void SetResultCorrupterForTesting(ResultCorrupter corrupter) override {
+    corrupter_ = std::move(corrupter);
+  }
 
  private:
+  // How ExecuteChunk runs: the first run of a batch, or the re-run of one
+  // job whose result failed its check (another kernel, another device).
+  struct Run {
+    const kernels::SgemmKernel* kernel = nullptr;  // null: the jobs' own
+    size_t avoid_device = SIZE_MAX;                // SIZE_MAX: none
+    int number = 0;                                // 0 first, 1 re-run
+  };
+
   explicit CudaExecutor(const Options& options);
-  // Runs jobs [begin, end) of `batch` as one launch on one device.
-  absl::Status ExecuteChunk(const Batch& batch, size_t begin, size_t end);
+  // Runs jobs [begin, end) of `batch` as one launch on one device; returns
+  // the checked jobs whose result failed its check (their C is not
+  // returned: the caller re-runs them).
+  struct FailedCheck {
+    size_t job;     // index in the batch
+    size_t device;  // index in devices_
+  };
+  absl::StatusOr<std::vector<FailedCheck>> ExecuteChunk(const Batch& batch,
+                                                        size_t begin,
+                                                        size_t end,
+                                                        const Run& run);
+  // Runs a job whose result failed its check again, on another kernel and
+  // (where there is one) another device; the job ends with DATA_LOSS when
+  // that result fails too, or with the re-run's error.
+  void ReRun(const std::shared_ptr<GemmJob>& job, size_t failed_device);
 
   const Options options_;
   std::unique_ptr<PinnedHostPool> pinned_;
@@ -91,6 +127,7 @@ class CudaExecutor final : public Executor {
   std::unique_ptr<StreamSlots> slots_;
   DispatchPolicy policy_;
   uint64_t smallest_budget_ = 0;
+  ResultCorrupter corrupter_;
 };
 
 }  // namespace gemm::server

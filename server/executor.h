@@ -32,7 +32,25 @@ struct DeviceDescription {
   // Empty while the device serves; else why it was taken out of service
   // (a sticky CUDA error).
   std::string failure;
+  // Results from this device that failed their check (GemmJob's
+  // JobSpec::check), since the executor started.
+  uint64_t check_mismatches = 0;
 };
+
+// Where a job's result sits after its GEMM (and before its check): host
+// memory on the CPU, device memory on CUDA (`cuda_stream` is then the
+// cudaStream_t that computed it). `run` is 0 for the first run, 1 for the
+// re-run after a failed check.
+struct ResultSite {
+  GemmJob* job = nullptr;
+  float* c = nullptr;
+  void* cuda_stream = nullptr;
+  int run = 0;
+};
+// A test seam: changes a result after the GEMM, before any check reads it
+// (flips a bit, as a faulty device would); called for every job, checked or
+// not. Production code never sets one.
+using ResultCorrupter = std::function<void(const ResultSite& site)>;
 
 // What a backend holds in memory now, for the metrics; empty on the CPU.
 struct MemoryUse {
@@ -86,6 +104,12 @@ class Executor {
   // False once no device can take a batch (every GPU failed): the server
   // then stops (gemm_server.h).
   virtual bool serviceable() const { return true; }
+
+  // Test seam (see ResultCorrupter): set before the first batch runs.
+  // Executors without checks ignore it.
+  virtual void SetResultCorrupterForTesting(ResultCorrupter corrupter) {
+    (void)corrupter;
+  }
 };
 
 // Wraps an executor in another (a test build injects failures this way);
@@ -119,6 +143,9 @@ class ForwardingExecutor : public Executor {
   }
   MemoryUse memory_use() const override { return inner_->memory_use(); }
   bool serviceable() const override { return inner_->serviceable(); }
+  void SetResultCorrupterForTesting(ResultCorrupter corrupter) override {
+    inner_->SetResultCorrupterForTesting(std::move(corrupter));
+  }
 
  protected:
   Executor& inner() const { return *inner_; }

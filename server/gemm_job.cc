@@ -9,6 +9,7 @@ namespace gemm::server {
 bool JobSpec::SameBatchAs(const JobSpec& other) const {
   // alpha and beta are compared bitwise: a batched launch takes one of each.
   return problem.SameShapeAs(other.problem) && kernel == other.kernel &&
+         check == other.check &&
          std::memcmp(&problem.alpha, &other.problem.alpha, sizeof(float)) ==
              0 &&
          std::memcmp(&problem.beta, &other.problem.beta, sizeof(float)) == 0;

@@ -35,9 +35,25 @@ struct JobSpec {
   std::string kernel;
   // Budget from the moment the job is complete; zero means none.
   absl::Duration timeout = absl::ZeroDuration();
+  // Check the result before returning it (ABFT: common/abft.h). Never set
+  // for K = 0, which multiplies nothing.
+  bool check = false;
 
   // Jobs with equal batch keys can run as one batched launch.
   bool SameBatchAs(const JobSpec& other) const;
+};
+
+// What a job's result check found; see proto/gemm.proto's CheckRecord.
+struct JobCheck {
+  bool ran = false;
+  absl::Duration time = absl::ZeroDuration();
+  uint32_t mismatches = 0;
+  double worst_ratio = 0;
+  uint64_t unchecked_lines = 0;
+  std::string detail;
+  // The kernel whose result was returned, when a re-run replaced the
+  // first result; empty otherwise.
+  std::string rerun_kernel;
 };
 
 // Where a job's time went; see proto/gemm.proto's Timing.
@@ -49,6 +65,7 @@ struct JobTiming {
   absl::Duration server = absl::ZeroDuration();
   uint32_t batch_size = 1;
   std::string device;
+  JobCheck check;
 };
 
 // Counts the bytes of accepted, unfinished jobs against a limit. Thread-safe.

@@ -100,6 +100,7 @@ v1::InfoResponse GemmServiceImpl::Describe() const {
   v1::InfoResponse response;
   response.set_version(options_.version);
   response.set_backend(std::string(executor_->backend()));
+  uint64_t mismatches = 0;
   for (const DeviceDescription& d : executor_->devices()) {
     v1::Device* device = response.add_devices();
     device->set_id(d.id);
@@ -108,6 +109,8 @@ v1::InfoResponse GemmServiceImpl::Describe() const {
     device->set_compute_capability(d.compute_capability);
     device->set_state(d.failure.empty() ? "ok"
                                         : absl::StrCat("failed: ", d.failure));
+    device->set_check_mismatches(d.check_mismatches);
+    mismatches += d.check_mismatches;
   }
   for (const std::string& name : executor_->kernels()) {
     response.add_kernels(name);
@@ -125,6 +128,8 @@ v1::InfoResponse GemmServiceImpl::Describe() const {
   stats->set_jobs_ok(counts.ok());
   stats->set_jobs_failed(counts.failed());
   stats->set_jobs_rejected(counts.rejected());
+  stats->set_jobs_checked(counts.checked());
+  stats->set_check_mismatches(mismatches);
   stats->set_uptime_s(absl::ToDoubleSeconds(absl::Now() - start_time_));
   v1::Batching* batching = response.mutable_batching();
   batching->set_max_batch_size(scheduler_->options().max_batch_size);

@@ -40,6 +40,7 @@ class JobCounts {
   // An accepted job whose result left for its caller.
   void CountDelivered(const GemmJob& job) {
     ok_.fetch_add(1);
+    if (job.timing().check.ran) checked_.fetch_add(1);
     if (metrics_ != nullptr) metrics_->JobDelivered(job);
   }
   // An accepted job that answered with an error (`code`), or whose call
@@ -63,12 +64,15 @@ class JobCounts {
   uint64_t ok() const { return ok_.load(); }
   uint64_t failed() const { return failed_.load(); }
   uint64_t rejected() const { return rejected_.load(); }
+  // Delivered jobs whose result was checked.
+  uint64_t checked() const { return checked_.load(); }
 
  private:
   ServerMetrics* const metrics_;
   std::atomic<uint64_t> ok_{0};
   std::atomic<uint64_t> failed_{0};
   std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> checked_{0};
 };
 
 }  // namespace gemm::server

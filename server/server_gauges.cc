@@ -45,6 +45,17 @@ void AddServerGauges(MetricsRegistry& registry, const GaugeSources& sources) {
         }
         return samples;
       });
+  registry.AddSampledCounter(
+      "gemm_check_mismatches_total",
+      "Results from each device that failed their ABFT check (each was "
+      "re-run, never returned); any at all deserves an operator's look",
+      {"device"}, [described] {
+        std::vector<Sample> samples;
+        for (const DeviceDescription& d : described->devices()) {
+          samples.push_back({{d.id}, static_cast<double>(d.check_mismatches)});
+        }
+        return samples;
+      });
   registry.AddGauge("gemm_device_memory_total_bytes",
                     "Memory of each device the server computes on",
                     {"device", "name", "compute_capability"},

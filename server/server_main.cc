@@ -48,6 +48,7 @@ int RunServerMain(int argc, char** argv,
   double max_queue_delay_us = 0;
   double shutdown_grace_s = 30;
   double drain_delay_s = 5;
+  double check_min_gflop = 0;
   // One client, running at its limits, leaves three quarters of the budget
   // to the others.
   double client_inflight_share = 0.25;
@@ -100,6 +101,14 @@ int RunServerMain(int argc, char** argv,
   app.add_option("--max-open-jobs-per-stream",
                  options.limits.max_open_jobs_per_stream,
                  "jobs of one stream being received at once (0: no limit)")
+      ->capture_default_str();
+  app.add_option(
+         "--check-min-gflop", check_min_gflop,
+         "check the result (ABFT row and column checksums; a result that "
+         "fails is re-run, never returned) of every job of at least this "
+         "many GFLOP (2*M*N*K/1e9) that does not opt out with "
+         "params.check; 0: only jobs that ask")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--max-message-bytes", options.limits.max_message_bytes,
                  "largest gRPC message received or sent (a unary result "
@@ -280,6 +289,7 @@ int RunServerMain(int argc, char** argv,
   }
   options.batching.max_queue_delay = absl::Microseconds(max_queue_delay_us);
   options.limits.job_stall_timeout = absl::Seconds(job_stall_timeout_s);
+  options.limits.check_min_flops = check_min_gflop * 1e9;
   // Never below the largest job's claim (JobIntake raises it).
   options.limits.max_client_inflight_bytes =
       client_inflight_share >= 1.0

@@ -110,6 +110,17 @@ ServerMetrics::ServerMetrics()
           "Delivered jobs: time from complete on the server to their result "
           "computed (queue, copies and compute)",
           {"device"}, SecondsBuckets())),
+      check_seconds_(registry_.AddHistogram(
+          "gemm_job_check_seconds",
+          "Delivered jobs whose result was checked (ABFT): time of the check, "
+          "over every run",
+          {"device"}, SecondsBuckets())),
+      checked_jobs_(registry_.AddCounter(
+          "gemm_checked_jobs_total",
+          "Delivered jobs whose result was checked (ABFT), by device and "
+          "result: passed (first run), recovered (a re-run replaced a result "
+          "that failed)",
+          {"device", "result"})),
       batch_size_(registry_.AddHistogram("gemm_batch_size",
                                          "Jobs per batch the executor ran",
                                          {"device"}, BatchSizeBuckets())),
@@ -130,6 +141,9 @@ ServerMetrics::ServerMetrics()
 JobLabels JobLabels::Of(const GemmJob& job) {
   JobLabels labels;
   if (!job.kernel().empty()) labels.kernel = job.kernel();
+  if (!job.timing().check.rerun_kernel.empty()) {
+    labels.kernel = job.timing().check.rerun_kernel;
+  }
   const std::string& device = job.timing().device;
   if (!device.empty()) labels.device = device.substr(0, device.find(' '));
   return labels;
@@ -150,6 +164,12 @@ void ServerMetrics::JobDelivered(const GemmJob& job) {
   compute_seconds_.With({device, labels.kernel}).Observe(Seconds(t.compute));
   d2h_seconds_.With({device}).Observe(Seconds(t.d2h));
   server_seconds_.With({device}).Observe(Seconds(t.server));
+  if (t.check.ran) {
+    check_seconds_.With({device}).Observe(Seconds(t.check.time));
+    checked_jobs_
+        .With({device, t.check.mismatches == 0 ? "passed" : "recovered"})
+        .Increment();
+  }
 }
 
 void ServerMetrics::JobFailed(absl::StatusCode code, const JobLabels& job) {

@@ -64,6 +64,8 @@ class ServerMetrics {
   HistogramFamily& compute_seconds_;
   HistogramFamily& d2h_seconds_;
   HistogramFamily& server_seconds_;
+  HistogramFamily& check_seconds_;
+  CounterFamily& checked_jobs_;
   HistogramFamily& batch_size_;
   CounterFamily& batches_;
   Counter& received_bytes_;

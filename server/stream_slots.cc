@@ -7,12 +7,14 @@ StreamSlots::StreamSlots(size_t devices, int streams_per_device)
       load_(devices, 0),
       disabled_(devices, false) {}
 
-bool StreamSlots::Pick(Slot* slot) {
+bool StreamSlots::Pick(Slot* slot, size_t avoid) {
   bool found = false;
   const size_t n = busy_.size();
+  // `avoid` counts only while another device is in service.
+  if (avoid < n && !disabled_[avoid] && InServiceLocked() < 2) avoid = n;
   for (size_t i = 0; i < n; ++i) {
     const size_t device = (first_choice_ + i) % n;
-    if (disabled_[device]) continue;
+    if (disabled_[device] || device == avoid) continue;
     for (size_t stream = 0; stream < busy_[device].size(); ++stream) {
       if (busy_[device][stream]) continue;
       if (!found || load_[device] < load_[slot->device]) {
@@ -27,12 +29,23 @@ bool StreamSlots::Pick(Slot* slot) {
 
 absl::StatusOr<StreamSlots::Slot> StreamSlots::Acquire(uint64_t bytes) {
   absl::MutexLock lock(&mu_);
+  return AcquireLocked(bytes, busy_.size());
+}
+
+absl::StatusOr<StreamSlots::Slot> StreamSlots::AcquireAvoiding(uint64_t bytes,
+                                                               size_t avoid) {
+  absl::MutexLock lock(&mu_);
+  return AcquireLocked(bytes, avoid);
+}
+
+absl::StatusOr<StreamSlots::Slot> StreamSlots::AcquireLocked(uint64_t bytes,
+                                                             size_t avoid) {
   Slot slot;
   bool none_in_service = false;
-  auto picked = [this, &slot, &none_in_service]()
+  auto picked = [this, &slot, &none_in_service, avoid]()
                     ABSL_NO_THREAD_SAFETY_ANALYSIS {
                       none_in_service = InServiceLocked() == 0;
-                      return none_in_service || Pick(&slot);
+                      return none_in_service || Pick(&slot, avoid);
                     };
   mu_.Await(absl::Condition(&picked));
   if (none_in_service) {

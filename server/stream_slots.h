@@ -37,6 +37,9 @@ class StreamSlots {
   // one, and adds `bytes` to that device's load. UNAVAILABLE once no device
   // is in service.
   absl::StatusOr<Slot> Acquire(uint64_t bytes);
+  // The same, on a device other than `avoid` while another is in service
+  // (a re-run after a failed result check).
+  absl::StatusOr<Slot> AcquireAvoiding(uint64_t bytes, size_t avoid);
   // Gives back a slot from Acquire(`bytes`).
   void Release(Slot slot, uint64_t bytes);
   // Takes `device` out of service for good; its slots still in use are
@@ -47,7 +50,9 @@ class StreamSlots {
 
  private:
   // Finds a slot for Acquire; false when every stream is busy.
-  bool Pick(Slot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Pick(Slot* slot, size_t avoid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Slot> AcquireLocked(uint64_t bytes, size_t avoid)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   size_t InServiceLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;

@@ -34,6 +34,22 @@ TEST(StreamSlotsTest, TheLeastLoadedDeviceWins) {
   slots.Release(heavy, 1000);
 }
 
+// A re-run after a failed result check goes to another device while one
+// is in service, and to the same one when it is the only one left.
+TEST(StreamSlotsTest, AcquireAvoidingTakesAnotherDevice) {
+  StreamSlots slots(3, 2);
+  for (int round = 0; round < 6; ++round) {
+    StreamSlots::Slot slot = *slots.AcquireAvoiding(0, 1);
+    EXPECT_NE(slot.device, 1u);
+    slots.Release(slot, 0);
+  }
+  slots.Disable(0);
+  slots.Disable(2);
+  StreamSlots::Slot last = *slots.AcquireAvoiding(0, 1);
+  EXPECT_EQ(last.device, 1u);
+  slots.Release(last, 0);
+}
+
 TEST(StreamSlotsTest, WaitsWhileEveryStreamIsBusy) {
   StreamSlots slots(1, 1);
   StreamSlots::Slot only = *slots.Acquire(1);

@@ -73,6 +73,24 @@ absl::StatusOr<JobSpec> ValidateParams(const v1::GemmParams& params,
   problem.alpha = params.alpha();
   problem.beta = params.beta();
   spec.timeout = absl::Milliseconds(params.timeout_ms());
+  switch (params.check()) {
+    case v1::CHECK_ABFT:
+      spec.check = true;
+      break;
+    case v1::CHECK_OFF:
+      spec.check = false;
+      break;
+    case v1::CHECK_DEFAULT:
+      spec.check = limits.check_min_flops > 0 &&
+                   problem.flops() >= limits.check_min_flops;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "params.check: unknown value ", static_cast<int>(params.check()),
+          " (CHECK_DEFAULT 0, CHECK_ABFT 1, CHECK_OFF 2)"));
+  }
+  // K = 0 multiplies nothing: C = beta * C has nothing to check.
+  if (problem.k == 0) spec.check = false;
   if (params.kernel().size() > kMaxKernelNameBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("params.kernel: unknown kernel ",

@@ -53,6 +53,10 @@ struct ServiceLimits {
   // complete); past it a new job fails with RESOURCE_EXHAUSTED. Default 0:
   // no limit.
   uint64_t max_open_jobs_per_stream = 0;
+  // Jobs of at least this many floating-point operations (2*M*N*K) have
+  // their result checked (ABFT, GemmParams.check) unless they say
+  // otherwise. Default 0: none unless they ask.
+  double check_min_flops = 0;
 };
 
 // What a job costs the server beyond its matrices (the job and its entries

@@ -17,8 +17,18 @@ void FillTiming(const GemmJob& job, v1::Timing* timing) {
   timing->set_compute_ms(ToMs(t.compute));
   timing->set_d2h_ms(ToMs(t.d2h));
   timing->set_server_ms(ToMs(t.server));
-  timing->set_kernel(job.kernel());
+  timing->set_kernel(t.check.rerun_kernel.empty() ? job.kernel()
+                                                  : t.check.rerun_kernel);
   timing->set_device(t.device);
+  if (t.check.ran) {
+    v1::CheckRecord* check = timing->mutable_check();
+    check->set_ran(true);
+    check->set_ms(ToMs(t.check.time));
+    check->set_mismatches(t.check.mismatches);
+    check->set_worst_ratio(t.check.worst_ratio);
+    check->set_unchecked_lines(t.check.unchecked_lines);
+    check->set_detail(t.check.detail);
+  }
   // For a batched launch, compute covers the whole batch and the batch's
   // rate is batch_size times this figure.
   const double seconds = absl::ToDoubleSeconds(t.compute);

@@ -17,7 +17,7 @@ def _gencode_flags():
         flags.append("-gencode=arch=compute_%s,code=compute_%s" % (top, top))
     return flags
 
-def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], visibility = None, **kwargs):
+def cuda_library(name, srcs, hdrs = [], nvcc_hdrs = [], deps = [], copts = [], visibility = None, **kwargs):
     """A cc_library whose .cu sources are compiled by nvcc.
 
     Args:
@@ -26,6 +26,8 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], visibility = None
       hdrs: public headers.
       deps: cc_library deps; their headers must be listed in hdrs of targets
         in this repository (nvcc sees the workspace root as an include path).
+      nvcc_hdrs: headers of other packages that the .cu files include
+        (exported files, e.g. "//common:abft.h"); their libraries go in deps.
       copts: extra nvcc flags.
       visibility: as for cc_library.
       **kwargs: passed to the cc_library.
@@ -39,7 +41,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], visibility = None
         obj = "_objs_cuda/%s/%s.pic.o" % (name, src[:-3])
         native.genrule(
             name = "%s_%s_nvcc" % (name, src[:-3].replace("/", "_")),
-            srcs = [src] + hdrs + [
+            srcs = [src] + hdrs + nvcc_hdrs + [
                 h
                 for h in native.glob(["*.h", "*.cuh"])
                 if h not in hdrs and h != src

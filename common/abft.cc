@@ -1,0 +1,163 @@
+#include "common/abft.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace gemm::abft {
+namespace {
+
+// Folds one line's ratio into the verdict.
+void Count(double ratio, uint64_t line, Verdict& v) {
+  if (ratio < 0) {
+    ++v.unchecked_lines;
+    return;
+  }
+  if (ratio > 1) ++v.bad_lines;
+  if (ratio > v.worst_ratio || (v.worst_ratio == 0 && line == 0)) {
+    v.worst_ratio = ratio;
+    v.worst_line = line;
+  }
+}
+
+Line LineAt(const double* scratch, uint64_t (Layout::*base)(int) const,
+            const Layout& layout, uint64_t index) {
+  Line line;
+  line.actual = scratch[(layout.*base)(Layout::kActual) + index];
+  line.ab = scratch[(layout.*base)(Layout::kAb) + index];
+  line.ab_abs = scratch[(layout.*base)(Layout::kAbAbs) + index];
+  line.c_in = scratch[(layout.*base)(Layout::kCIn) + index];
+  line.c_in_abs = scratch[(layout.*base)(Layout::kCInAbs) + index];
+  return line;
+}
+
+}  // namespace
+
+std::vector<Pass> OperandPasses(const GemmProblem& p, const float* a,
+                                const float* b, double* scratch) {
+  const Layout l(p);
+  double* s = scratch;
+  std::vector<Pass> passes(3);
+  // 1' * op(A): A's column sums as stored M x K, its row sums as K x M.
+  Pass& a_sums = passes[0];
+  a_sums.x = a;
+  if (!p.trans_a) {
+    a_sums.rows = p.m, a_sums.cols = p.k;
+    a_sums.col = s + l.a_col_sums(), a_sums.col_abs = s + l.a_col_abs();
+  } else {
+    a_sums.rows = p.k, a_sums.cols = p.m;
+    a_sums.row = s + l.a_col_sums(), a_sums.row_abs = s + l.a_col_abs();
+  }
+  // op(B) * 1 and (1' * op(A)) * op(B) in one reading of B.
+  Pass& b_pass = passes[1];
+  b_pass.x = b;
+  if (!p.trans_b) {
+    b_pass.rows = p.k, b_pass.cols = p.n;
+    b_pass.row = s + l.b_row_sums(), b_pass.row_abs = s + l.b_row_abs();
+    b_pass.row_weight = s + l.a_col_sums();
+    b_pass.row_weight_abs = s + l.a_col_abs();
+    b_pass.col = s + l.col(Layout::kAb);
+    b_pass.col_abs = s + l.col(Layout::kAbAbs);
+  } else {
+    b_pass.rows = p.n, b_pass.cols = p.k;
+    b_pass.col = s + l.b_row_sums(), b_pass.col_abs = s + l.b_row_abs();
+    b_pass.col_weight = s + l.a_col_sums();
+    b_pass.col_weight_abs = s + l.a_col_abs();
+    b_pass.row = s + l.col(Layout::kAb);
+    b_pass.row_abs = s + l.col(Layout::kAbAbs);
+  }
+  // op(A) * (op(B) * 1).
+  Pass& a_rows = passes[2];
+  a_rows.x = a;
+  if (!p.trans_a) {
+    a_rows.rows = p.m, a_rows.cols = p.k;
+    a_rows.col_weight = s + l.b_row_sums();
+    a_rows.col_weight_abs = s + l.b_row_abs();
+    a_rows.row = s + l.row(Layout::kAb);
+    a_rows.row_abs = s + l.row(Layout::kAbAbs);
+  } else {
+    a_rows.rows = p.k, a_rows.cols = p.m;
+    a_rows.row_weight = s + l.b_row_sums();
+    a_rows.row_weight_abs = s + l.b_row_abs();
+    a_rows.col = s + l.row(Layout::kAb);
+    a_rows.col_abs = s + l.row(Layout::kAbAbs);
+  }
+  return passes;
+}
+
+Pass InputCPass(const GemmProblem& p, const float* c, double* scratch) {
+  const Layout l(p);
+  Pass pass;
+  pass.x = c;
+  pass.rows = p.m, pass.cols = p.n;
+  pass.row = scratch + l.row(Layout::kCIn);
+  pass.row_abs = scratch + l.row(Layout::kCInAbs);
+  pass.col = scratch + l.col(Layout::kCIn);
+  pass.col_abs = scratch + l.col(Layout::kCInAbs);
+  return pass;
+}
+
+Pass OutputCPass(const GemmProblem& p, const float* c, double* scratch) {
+  const Layout l(p);
+  Pass pass;
+  pass.x = c;
+  pass.rows = p.m, pass.cols = p.n;
+  pass.row = scratch + l.row(Layout::kActual);
+  pass.col = scratch + l.col(Layout::kActual);
+  return pass;
+}
+
+void Reduce2DOnHost(const Pass& p) {
+  for (uint64_t i = 0; i < p.rows; ++i) {
+    const float* x = p.x + i * p.cols;
+    const double wr = p.row_weight ? p.row_weight[i] : 1.0;
+    const double wra = p.row_weight_abs ? p.row_weight_abs[i] : 1.0;
+    double row = 0, row_abs = 0;
+    for (uint64_t j = 0; j < p.cols; ++j) {
+      const double v = x[j];
+      const double mag = std::fabs(v);
+      if (p.row != nullptr) row += v * (p.col_weight ? p.col_weight[j] : 1.0);
+      if (p.row_abs != nullptr) {
+        row_abs += mag * (p.col_weight_abs ? p.col_weight_abs[j] : 1.0);
+      }
+      if (p.col != nullptr) p.col[j] += wr * v;
+      if (p.col_abs != nullptr) p.col_abs[j] += wra * mag;
+    }
+    if (p.row != nullptr) p.row[i] += row;
+    if (p.row_abs != nullptr) p.row_abs[i] += row_abs;
+  }
+}
+
+Verdict JudgeAll(const GemmProblem& p, const double* scratch) {
+  const Layout l(p);
+  Verdict v;
+  for (uint64_t i = 0; i < p.m; ++i) {
+    Count(Ratio(LineAt(scratch, &Layout::row, l, i), p.alpha, p.beta, p.k, p.n),
+          i, v);
+  }
+  for (uint64_t j = 0; j < p.n; ++j) {
+    Count(Ratio(LineAt(scratch, &Layout::col, l, j), p.alpha, p.beta, p.k, p.m),
+          p.m + j, v);
+  }
+  return v;
+}
+
+Verdict VerdictFromSlots(const double* slots) {
+  uint64_t words[Layout::kVerdictSlots];
+  std::memcpy(words, slots, sizeof(words));
+  Verdict v;
+  v.bad_lines = words[kVerdictBad];
+  v.unchecked_lines = words[kVerdictUnchecked];
+  float ratio;
+  const uint32_t bits = static_cast<uint32_t>(words[kVerdictWorst] >> 32);
+  std::memcpy(&ratio, &bits, sizeof(ratio));
+  v.worst_ratio = ratio;
+  v.worst_line = words[kVerdictWorst] & 0xffffffffu;
+  return v;
+}
+
+std::string LineName(const GemmProblem& p, uint64_t line) {
+  return line < p.m ? "row " + std::to_string(line)
+                    : "column " + std::to_string(line - p.m);
+}
+
+}  // namespace gemm::abft

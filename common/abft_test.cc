@@ -1,0 +1,279 @@
+#include "common/abft.h"
+
+#include <cblas.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "common/reference_gemm.h"
+#include "gtest/gtest.h"
+
+namespace gemm::abft {
+namespace {
+
+// Operand values of several kinds: the ranges and cancellations that make
+// rounding errors large relative to the result.
+enum class Data { kUniform, kWideRange, kCancelling };
+
+void Fill(std::vector<float>& v, Data kind, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-20, 20);
+  for (float& x : v) {
+    switch (kind) {
+      case Data::kUniform:
+        x = unit(rng);
+        break;
+      case Data::kWideRange:
+        x = std::ldexp(unit(rng), exponent(rng));
+        break;
+      case Data::kCancelling:
+        // Large values of both signs with small differences.
+        x = (rng() & 1 ? 1.0f : -1.0f) * (1000.0f + unit(rng));
+        break;
+    }
+  }
+}
+
+// A random job, its result by OpenBLAS (float32) and the check's scratch.
+struct Job {
+  GemmProblem p;
+  std::vector<float> a, b, c_in, c;
+  std::vector<double> scratch;
+
+  void Run() {
+    c = c_in;
+    cblas_sgemm(CblasRowMajor, p.trans_a ? CblasTrans : CblasNoTrans,
+                p.trans_b ? CblasTrans : CblasNoTrans, p.m, p.n, p.k, p.alpha,
+                a.data(), p.lda(), b.data(), p.ldb(), p.beta, c.data(),
+                p.ldc());
+  }
+  // The predictions (and the input C's sums when beta is not 0).
+  void Predict() {
+    scratch.assign(Layout(p).slots(), 0.0);
+    for (const Pass& pass :
+         OperandPasses(p, a.data(), b.data(), scratch.data()))
+      Reduce2DOnHost(pass);
+    if (p.beta != 0) Reduce2DOnHost(InputCPass(p, c_in.data(), scratch.data()));
+  }
+  Verdict Judge() {
+    const Layout l(p);
+    std::fill(scratch.begin() + l.row(Layout::kActual),
+              scratch.begin() + l.row(Layout::kActual) + p.m, 0.0);
+    std::fill(scratch.begin() + l.col(Layout::kActual),
+              scratch.begin() + l.col(Layout::kActual) + p.n, 0.0);
+    Reduce2DOnHost(OutputCPass(p, c.data(), scratch.data()));
+    return JudgeAll(p, scratch.data());
+  }
+};
+
+Job RandomJob(std::mt19937_64& rng, uint32_t max_dim, Data kind) {
+  std::uniform_int_distribution<uint32_t> dim(1, max_dim);
+  Job job;
+  job.p.m = dim(rng);
+  job.p.n = dim(rng);
+  job.p.k = dim(rng);
+  job.p.trans_a = rng() & 1;
+  job.p.trans_b = rng() & 1;
+  const float scales[] = {1.0f, -0.5f, 3.25f, 1e-3f};
+  job.p.alpha = scales[rng() % 4];
+  job.p.beta = rng() % 3 == 0 ? 0.0f : scales[rng() % 4];
+  job.a.resize(job.p.a_elements());
+  job.b.resize(job.p.b_elements());
+  job.c_in.resize(job.p.c_elements());
+  Fill(job.a, kind, rng);
+  Fill(job.b, kind, rng);
+  Fill(job.c_in, kind, rng);
+  return job;
+}
+
+TEST(AbftTest, PredictionsAreTheFloat64SumsOfTheReference) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    Job job = RandomJob(rng, 40, Data::kUniform);
+    job.Predict();
+    const std::vector<double> want =
+        ReferenceGemm(job.p, job.a.data(), job.b.data(), job.c_in.data());
+    const Layout l(job.p);
+    const GemmProblem& p = job.p;
+    for (uint32_t i = 0; i < p.m; ++i) {
+      double row = 0;
+      for (uint32_t j = 0; j < p.n; ++j) row += want[uint64_t{i} * p.n + j];
+      const double predicted = p.alpha * job.scratch[l.row(Layout::kAb) + i] +
+                               p.beta * job.scratch[l.row(Layout::kCIn) + i];
+      EXPECT_NEAR(predicted, row, 1e-9 * (1 + std::fabs(row))) << i;
+    }
+    for (uint32_t j = 0; j < p.n; ++j) {
+      double col = 0;
+      for (uint32_t i = 0; i < p.m; ++i) col += want[uint64_t{i} * p.n + j];
+      const double predicted = p.alpha * job.scratch[l.col(Layout::kAb) + j] +
+                               p.beta * job.scratch[l.col(Layout::kCIn) + j];
+      EXPECT_NEAR(predicted, col, 1e-9 * (1 + std::fabs(col))) << j;
+    }
+  }
+}
+
+// The tolerance is a bound, not an estimate: no clean result fails,
+// whatever its data. (gemm-client load --check runs the same on a live
+// server: docs/operations.md.)
+TEST(AbftTest, CleanResultsNeverFail) {
+  std::mt19937_64 rng(11);
+  double worst = 0;
+  int jobs = 0;
+  for (Data kind : {Data::kUniform, Data::kWideRange, Data::kCancelling}) {
+    for (int trial = 0; trial < 4000; ++trial, ++jobs) {
+      Job job = RandomJob(rng, trial % 10 == 0 ? 200 : 40, kind);
+      job.Run();
+      job.Predict();
+      const Verdict v = job.Judge();
+      ASSERT_TRUE(v.ok()) << job.p.ToString() << " "
+                          << LineName(job.p, v.worst_line) << " ratio "
+                          << v.worst_ratio;
+      EXPECT_EQ(v.unchecked_lines, 0u);
+      worst = std::max(worst, v.worst_ratio);
+    }
+  }
+  // Far inside the bound: the honest error is a small part of it.
+  EXPECT_LT(worst, 0.5);
+  std::printf("%d clean jobs, worst line at %.3g of its tolerance\n", jobs,
+              worst);
+}
+
+TEST(AbftTest, DeepKNeverFails) {
+  std::mt19937_64 rng(13);
+  for (Data kind : {Data::kUniform, Data::kWideRange, Data::kCancelling}) {
+    Job job = RandomJob(rng, 1, kind);
+    job.p.m = 3, job.p.n = 5, job.p.k = 60000;
+    job.a.resize(job.p.a_elements());
+    job.b.resize(job.p.b_elements());
+    job.c_in.resize(job.p.c_elements());
+    Fill(job.a, kind, rng);
+    Fill(job.b, kind, rng);
+    Fill(job.c_in, kind, rng);
+    job.Run();
+    job.Predict();
+    const Verdict v = job.Judge();
+    EXPECT_TRUE(v.ok()) << LineName(job.p, v.worst_line) << " at "
+                        << v.worst_ratio;
+  }
+}
+
+// A flipped bit is caught whenever its effect on a line's sum exceeds what
+// the line may honestly be off by (its tolerance plus its actual rounding
+// error); exponent and sign flips of results of ordinary size always are.
+TEST(AbftTest, BitFlipsAboveTheToleranceAreCaught) {
+  std::mt19937_64 rng(17);
+  int caught_by_bit[32] = {}, tried_by_bit[32] = {};
+  for (int trial = 0; trial < 300; ++trial) {
+    Job job = RandomJob(rng, 64, Data::kUniform);
+    job.Run();
+    job.Predict();
+    ASSERT_TRUE(job.Judge().ok());
+    const std::vector<float> clean = job.c;
+    const Layout l(job.p);
+    const GemmProblem& p = job.p;
+    const uint64_t at = rng() % p.c_elements();
+    const uint32_t i = at / p.n, j = at % p.n;
+    // The clean lines' honest errors and tolerances.
+    std::vector<double> s = job.scratch;
+    auto line_slack = [&](uint64_t (Layout::*base)(int) const, uint64_t index,
+                          uint32_t length) {
+      Line line;
+      line.actual = s[(l.*base)(Layout::kActual) + index];
+      line.ab = s[(l.*base)(Layout::kAb) + index];
+      line.ab_abs = s[(l.*base)(Layout::kAbAbs) + index];
+      line.c_in = s[(l.*base)(Layout::kCIn) + index];
+      line.c_in_abs = s[(l.*base)(Layout::kCInAbs) + index];
+      const double error =
+          std::fabs(line.actual - (p.alpha * line.ab + p.beta * line.c_in));
+      return Tolerance(line, p.alpha, p.beta, p.k, length) + error;
+    };
+    const double slack = std::min(line_slack(&Layout::row, i, p.n),
+                                  line_slack(&Layout::col, j, p.m));
+    for (int bit = 0; bit < 32; ++bit) {
+      job.c = clean;
+      uint32_t word;
+      std::memcpy(&word, &job.c[at], 4);
+      word ^= 1u << bit;
+      std::memcpy(&job.c[at], &word, 4);
+      const double effect =
+          std::fabs(double{job.c[at]} - double{clean[at]});  // inf for Inf/NaN
+      const Verdict v = job.Judge();
+      ++tried_by_bit[bit];
+      if (!v.ok()) ++caught_by_bit[bit];
+      if (effect > slack || std::isnan(job.c[at])) {
+        EXPECT_FALSE(v.ok()) << p.ToString() << " bit " << bit << " effect "
+                             << effect << " slack " << slack;
+      }
+      if (bit >= 30 || bit == 23 + 6) {
+        // The sign, and the exponent's high bits: always far out.
+        if (std::fabs(clean[at]) > 1e-3) EXPECT_FALSE(v.ok()) << bit;
+      }
+    }
+  }
+  for (int bit = 0; bit < 32; ++bit) {
+    std::printf("bit %2d: caught %3d of %3d\n", bit, caught_by_bit[bit],
+                tried_by_bit[bit]);
+  }
+}
+
+TEST(AbftTest, NonFiniteOperandsLeaveLinesUnchecked) {
+  std::mt19937_64 rng(19);
+  Job job = RandomJob(rng, 1, Data::kUniform);
+  job.p = GemmProblem{.m = 8, .n = 6, .k = 5, .alpha = 1.0f, .beta = 0.0f};
+  job.a.assign(job.p.a_elements(), 0.5f);
+  job.b.assign(job.p.b_elements(), 0.25f);
+  job.c_in.assign(job.p.c_elements(), 0.0f);
+  job.a[2 * 5 + 1] = std::numeric_limits<float>::quiet_NaN();  // row 2 of A
+  job.Run();
+  job.Predict();
+  const Verdict v = job.Judge();
+  EXPECT_TRUE(v.ok());
+  // Row 2 of C, and every column (each sums row 2): unchecked.
+  EXPECT_EQ(v.unchecked_lines, 1u + 6u);
+}
+
+TEST(AbftTest, AnInfinityTheOperandsDoNotExplainFails) {
+  std::mt19937_64 rng(23);
+  Job job = RandomJob(rng, 30, Data::kUniform);
+  job.Run();
+  job.Predict();
+  job.c[0] = std::numeric_limits<float>::infinity();
+  const Verdict v = job.Judge();
+  EXPECT_FALSE(v.ok());
+  EXPECT_TRUE(std::isinf(v.worst_ratio));
+}
+
+TEST(AbftTest, LinesThatMayOverflowAreUnchecked) {
+  Job job;
+  job.p = GemmProblem{.m = 2, .n = 2, .k = 2, .alpha = 1.0f, .beta = 0.0f};
+  job.a.assign(4, 3e19f);
+  job.b.assign(4, 3e19f);
+  job.c_in.assign(4, 0.0f);
+  job.Run();  // 1.8e39 each: infinity, rightly
+  job.Predict();
+  const Verdict v = job.Judge();
+  EXPECT_TRUE(v.ok());
+  EXPECT_EQ(v.unchecked_lines, 4u);
+}
+
+TEST(AbftTest, VerdictSlotsUnpack) {
+  GemmProblem p{.m = 3, .n = 4, .k = 5};
+  std::vector<double> scratch(Layout(p).slots(), 0.0);
+  uint64_t words[Layout::kVerdictSlots] = {2, 1, 0, 0};
+  const float ratio = 7.5f;
+  uint32_t bits;
+  std::memcpy(&bits, &ratio, 4);
+  words[kVerdictWorst] = (uint64_t{bits} << 32) | 5;
+  std::memcpy(scratch.data() + Layout(p).verdict(), words, sizeof(words));
+  const Verdict v = VerdictFromSlots(scratch.data() + Layout(p).verdict());
+  EXPECT_EQ(v.bad_lines, 2u);
+  EXPECT_EQ(v.unchecked_lines, 1u);
+  EXPECT_EQ(v.worst_ratio, 7.5);
+  EXPECT_EQ(LineName(p, v.worst_line), "column 2");
+}
+
+}  // namespace
+}  // namespace gemm::abft

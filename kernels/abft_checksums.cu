@@ -1,0 +1,222 @@
+// The ABFT check's kernels: Reduce2D (one pass of abft::Pass over a stored
+// matrix, for every member of a batch) and Compare (every row and column
+// judged by abft::Ratio, folded into the member's verdict slots).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "common/abft.h"
+#include "kernels/abft_checksums.h"
+
+namespace gemm::kernels {
+namespace {
+
+// Reduce2D's block tile: kTileRows rows of kTileCols columns, kWarps warps
+// taking every kWarps-th row, each lane kColsPerLane columns 32 apart (so a
+// warp's loads of one row are coalesced).
+constexpr int kWarps = 8;
+constexpr int kColsPerLane = 8;
+constexpr int kTileCols = 32 * kColsPerLane;
+constexpr int kTileRows = 64;
+constexpr int kMaxGridZ = 65535;
+
+__device__ double WarpSum(double v) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    v += __shfl_down_sync(0xffffffffu, v, offset);
+  }
+  return v;
+}
+
+// Member blockIdx.z of the batch: X starts x_stride floats further, and
+// every float64 vector (weights and outputs) scratch_stride doubles.
+__global__ void __launch_bounds__(kWarps * 32)
+    Reduce2D(abft::Pass p, int64_t x_stride, int64_t scratch_stride) {
+  const int64_t z = blockIdx.z;
+  auto member = [z, scratch_stride](auto* v) {
+    return v == nullptr ? v : v + z * scratch_stride;
+  };
+  const float* x = p.x + z * x_stride;
+  const double* row_weight = member(p.row_weight);
+  const double* row_weight_abs = member(p.row_weight_abs);
+  const double* col_weight = member(p.col_weight);
+  const double* col_weight_abs = member(p.col_weight_abs);
+  double* row = member(p.row);
+  double* row_abs = member(p.row_abs);
+  double* col = member(p.col);
+  double* col_abs = member(p.col_abs);
+
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  const uint64_t col0 = uint64_t{blockIdx.x} * kTileCols;
+
+  double wc[kColsPerLane], wca[kColsPerLane];
+  double col_sum[kColsPerLane], col_sum_abs[kColsPerLane];
+#pragma unroll
+  for (int v = 0; v < kColsPerLane; ++v) {
+    const uint64_t c = col0 + lane + 32 * v;
+    const bool in = c < p.cols;
+    wc[v] = !in ? 0.0 : col_weight ? col_weight[c] : 1.0;
+    wca[v] = !in ? 0.0 : col_weight_abs ? col_weight_abs[c] : 1.0;
+    col_sum[v] = col_sum_abs[v] = 0.0;
+  }
+  // Row tiles blockIdx.y, blockIdx.y + gridDim.y, ...: the grid's y
+  // dimension may be smaller than the number of tiles.
+  const uint64_t row_tiles = (p.rows + kTileRows - 1) / kTileRows;
+  for (uint64_t tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
+    const uint64_t row_end = min(p.rows, (tile + 1) * kTileRows);
+    for (uint64_t r = tile * kTileRows + warp; r < row_end; r += kWarps) {
+      const double wr = row_weight ? row_weight[r] : 1.0;
+      const double wra = row_weight_abs ? row_weight_abs[r] : 1.0;
+      const float* xr = x + r * p.cols;
+      double sum = 0.0, sum_abs = 0.0;
+#pragma unroll
+      for (int v = 0; v < kColsPerLane; ++v) {
+        const uint64_t c = col0 + lane + 32 * v;
+        if (c < p.cols) {
+          const double value = xr[c];
+          const double magnitude = fabs(value);
+          sum += value * wc[v];
+          sum_abs += magnitude * wca[v];
+          col_sum[v] += wr * value;
+          col_sum_abs[v] += wra * magnitude;
+        }
+      }
+      if (row != nullptr) {
+        sum = WarpSum(sum);
+        if (lane == 0) atomicAdd(row + r, sum);
+      }
+      if (row_abs != nullptr) {
+        sum_abs = WarpSum(sum_abs);
+        if (lane == 0) atomicAdd(row_abs + r, sum_abs);
+      }
+    }
+  }
+  if (col == nullptr && col_abs == nullptr) return;
+  // The warps' column sums, added up across the block, then one atomic per
+  // column and block.
+  __shared__ double partial[2][kWarps][kTileCols];
+#pragma unroll
+  for (int v = 0; v < kColsPerLane; ++v) {
+    partial[0][warp][lane + 32 * v] = col_sum[v];
+    partial[1][warp][lane + 32 * v] = col_sum_abs[v];
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < kTileCols; t += blockDim.x) {
+    const uint64_t c = col0 + t;
+    if (c >= p.cols) continue;
+    double s = 0.0, s_abs = 0.0;
+    for (int w = 0; w < kWarps; ++w) {
+      s += partial[0][w][t];
+      s_abs += partial[1][w][t];
+    }
+    if (col != nullptr) atomicAdd(col + c, s);
+    if (col_abs != nullptr) atomicAdd(col_abs + c, s_abs);
+  }
+}
+
+// Judges line blockIdx.x * blockDim.x + threadIdx.x (rows, then columns)
+// of member blockIdx.z into its verdict slots.
+__global__ void Compare(GemmProblem p, double* scratch,
+                        int64_t scratch_stride) {
+  const uint64_t line = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (line >= uint64_t{p.m} + p.n) return;
+  double* s = scratch + blockIdx.z * scratch_stride;
+  const abft::Layout l(p);
+  const bool is_row = line < p.m;
+  const uint64_t i = is_row ? line : line - p.m;
+  auto at = [&](int field) {
+    return s[(is_row ? l.row(field) : l.col(field)) + i];
+  };
+  abft::Line ln;
+  ln.actual = at(abft::Layout::kActual);
+  ln.ab = at(abft::Layout::kAb);
+  ln.ab_abs = at(abft::Layout::kAbAbs);
+  ln.c_in = at(abft::Layout::kCIn);
+  ln.c_in_abs = at(abft::Layout::kCInAbs);
+  const double ratio =
+      abft::Ratio(ln, p.alpha, p.beta, p.k, is_row ? p.n : p.m);
+  auto* words = reinterpret_cast<unsigned long long*>(s + l.verdict());
+  if (ratio < 0) {
+    atomicAdd(&words[abft::kVerdictUnchecked], 1ull);
+    return;
+  }
+  if (ratio > 1) atomicAdd(&words[abft::kVerdictBad], 1ull);
+  // Non-negative floats order as their bits do.
+  const float r = static_cast<float>(ratio);
+  const unsigned long long packed =
+      (static_cast<unsigned long long>(__float_as_uint(r)) << 32) | line;
+  atomicMax(&words[abft::kVerdictWorst], packed);
+}
+
+cudaError_t LaunchReduce2D(const abft::Pass& pass, int count, int64_t x_stride,
+                           int64_t scratch_stride, cudaStream_t stream) {
+  if (pass.rows == 0 || pass.cols == 0) return cudaSuccess;
+  for (int first = 0; first < count; first += kMaxGridZ) {
+    abft::Pass part = pass;
+    auto shift = [&](auto* v) {
+      return v == nullptr ? v : v + first * scratch_stride;
+    };
+    part.x += first * x_stride;
+    part.row_weight = shift(part.row_weight);
+    part.row_weight_abs = shift(part.row_weight_abs);
+    part.col_weight = shift(part.col_weight);
+    part.col_weight_abs = shift(part.col_weight_abs);
+    part.row = shift(part.row);
+    part.row_abs = shift(part.row_abs);
+    part.col = shift(part.col);
+    part.col_abs = shift(part.col_abs);
+    const uint64_t row_tiles = (pass.rows + kTileRows - 1) / kTileRows;
+    const dim3 grid((pass.cols + kTileCols - 1) / kTileCols,
+                    std::min<uint64_t>(row_tiles, kMaxGridZ),
+                    std::min(kMaxGridZ, count - first));
+    Reduce2D<<<grid, kWarps * 32, 0, stream>>>(part, x_stride, scratch_stride);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t LaunchAbftPredict(const AbftBatch& batch, cudaStream_t stream) {
+  const GemmProblem& p = batch.problem;
+  cudaError_t err = cudaMemsetAsync(
+      batch.scratch, 0, sizeof(double) * batch.stride_scratch * batch.count,
+      stream);
+  if (err != cudaSuccess) return err;
+  if (p.beta != 0.0f) {
+    err =
+        LaunchReduce2D(abft::InputCPass(p, batch.c, batch.scratch), batch.count,
+                       batch.stride_c, batch.stride_scratch, stream);
+    if (err != cudaSuccess) return err;
+  }
+  const std::vector<abft::Pass> passes =
+      abft::OperandPasses(p, batch.a, batch.b, batch.scratch);
+  // Passes over A take A's stride; the one over B, B's.
+  const int64_t strides[] = {batch.stride_a, batch.stride_b, batch.stride_a};
+  for (size_t i = 0; i < passes.size(); ++i) {
+    err = LaunchReduce2D(passes[i], batch.count, strides[i],
+                         batch.stride_scratch, stream);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t LaunchAbftJudge(const AbftBatch& batch, cudaStream_t stream) {
+  const GemmProblem& p = batch.problem;
+  cudaError_t err =
+      LaunchReduce2D(abft::OutputCPass(p, batch.c, batch.scratch), batch.count,
+                     batch.stride_c, batch.stride_scratch, stream);
+  if (err != cudaSuccess) return err;
+  constexpr int kThreads = 256;
+  const uint64_t lines = uint64_t{p.m} + p.n;
+  for (int first = 0; first < batch.count; first += kMaxGridZ) {
+    const dim3 grid((lines + kThreads - 1) / kThreads, 1,
+                    std::min(kMaxGridZ, batch.count - first));
+    Compare<<<grid, kThreads, 0, stream>>>(
+        p, batch.scratch + first * batch.stride_scratch, batch.stride_scratch);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace gemm::kernels
