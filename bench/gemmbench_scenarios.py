@@ -349,8 +349,81 @@ def summarize_tcp(results):
                                  f"failed (rc {c['rc']})") for c in results["cases"]]
 
 
+# The result check (ABFT): what it costs one job at a time, checked and not,
+# per shape and kernel; and a soak of many random shapes on every fast
+# kernel with the check on, whose every mismatch is a false positive (no
+# fault is injected), with results verified against float64 as well.
+ABFT_COST_CASES = [
+    {"name": f"s{n}-{kernel}", "n": n, "kernel": kernel, "count": count}
+    for n, count in ((128, 2000), (1024, 300), (4096, 40))
+    for kernel in ("cublas", "v6")
+]
+ABFT_SOAK_KERNELS = ["auto", "cublas", "v6", "v7", "v7-64x64", "v8", "v5", "v4"]
+
+
+def abft_soak_shapes(seed=17, count=48):
+    """Odd random shapes up to 400 (and a few larger), as a --shapes mix."""
+    import random
+    rng = random.Random(seed)
+    shapes = [f"{rng.randint(1, 400)}x{rng.randint(1, 400)}x{rng.randint(1, 400)}"
+              for _ in range(count)]
+    return ",".join(shapes + ["1000x999x777:0.2", "16x4096x4096:0.2", "2048x2048x64:0.2"])
+
+
+def scenario_abft(env):
+    """The result check (ABFT): its cost per shape and kernel, and a false-positive soak."""
+    logs = env.logs("abft")
+    cost = []
+    smoke = [{"name": "s128-auto", "n": 128, "kernel": "auto", "count": 10}]
+    cases = smoke if env.smoke else selected(ABFT_COST_CASES, env.args.cases)
+    with Server(env, [], os.path.join(logs, "server-cost.log")) as server:
+        for case in cases:
+            n = case["n"]
+            for check in ("off", "abft", "off", "abft"):
+                name = f"{case['name']}-{check}-{len(cost)}"
+                flags = ["--shapes", f"{n}x{n}x{n}", "--kernel", case["kernel"], "--check", check,
+                         "--concurrency", "1", "--count", str(case["count"]),
+                         "--warmup-s", "1"]
+                report, client = load(env, server, name, flags, logs, timeout_s=300)
+                cost.append({"name": name, "case": case["name"], "n": n, "kernel": case["kernel"],
+                             "check": check, "client": client, "report": report})
+    soak = []
+    per_kernel = 200 if env.smoke else 15000
+    kernels = ["auto"] if env.smoke else ABFT_SOAK_KERNELS
+    with Server(env, [], os.path.join(logs, "server-soak.log")) as server:
+        for kernel in kernels:
+            name = f"soak-{kernel}"
+            flags = ["--shapes", abft_soak_shapes(), "--kernel", kernel, "--check", "abft",
+                     "--concurrency", "32", "--count", str(per_kernel), "--warmup-s", "0",
+                     "--verify-every", "25", "--connections", "4"]
+            report, client = load(env, server, name, flags, logs, timeout_s=600)
+            soak.append({"name": name, "kernel": kernel, "client": client, "report": report})
+    return {"cost": cost, "soak": soak}
+
+
+def summarize_abft(results):
+    lines = [f"{'case':28} {'compute p50':>11} {'check p50':>9} {'check/compute':>13} {'e2e p50':>8}"]
+    for c in results["cost"]:
+        r = c["report"]
+        if r is None:
+            lines.append(f"{c['name']:28} failed (rc {c['client']['rc']})")
+            continue
+        compute = r["server_ms"]["compute"]["p50"]
+        check = r["check_ms"]["p50"] if r.get("checked") else 0.0
+        lines.append(f"{c['name']:28} {compute:9.3f}ms {check:7.3f}ms "
+                     f"{100 * check / compute if compute else 0:12.2f}% {r['latency_ms']['p50']:6.2f}ms")
+    jobs = sum(s["report"]["checked"] for s in results["soak"] if s["report"])
+    mismatches = sum(s["report"]["check_mismatches"] + s["report"].get("server_check_mismatches", 0)
+                     for s in results["soak"] if s["report"])
+    wrong = sum(s["report"]["verify_failures"] for s in results["soak"] if s["report"])
+    errors = sum(s["report"]["errors"] for s in results["soak"] if s["report"])
+    lines.append(f"soak: {jobs} checked jobs on {len(results['soak'])} kernels, "
+                 f"{mismatches} mismatches (false positives), {wrong} wrong results, {errors} errors")
+    return lines
+
+
 GPU_SUITES = ["sgemm_gpu_test", "cuda_executor_test", "gpu_integration_test",
-              "gpu_fault_test"]
+              "gpu_fault_test", "gpu_result_check_test"]
 
 
 def scenario_suites(env):
@@ -395,4 +468,5 @@ SCENARIOS = {
     "blas": (scenario_blas, summarize_blas),
     "tcp": (scenario_tcp, summarize_tcp),
     "soak": (scenario_soak, summarize_soak),
+    "abft": (scenario_abft, summarize_abft),
 }

@@ -259,6 +259,45 @@ def table_blas(report, path):
     return lines + ["", f"Host BLAS: numpy's own, on {r['cpus']} cores. " + provenance(report, path)]
 
 
+def table_abft(report, path):
+    """The result check's cost per shape and kernel (runs alternate off and on), and the soak."""
+    r = report["results"]
+    lines = ["| shape | kernel | compute p50 ms (off / on) | check p50 ms | check / compute | "
+             "end to end p50 ms (off / on) |", "|---|---|---|---:|---:|---|"]
+    for case in dict.fromkeys(c["case"] for c in r["cost"]):
+        runs = [c for c in r["cost"] if c["case"] == case and c["report"]]
+        off = [c["report"] for c in runs if c["check"] == "off"]
+        on = [c["report"] for c in runs if c["check"] == "abft"]
+        if not off or not on:
+            continue
+        mean = lambda rs, f: sum(f(x) for x in rs) / len(rs)
+        compute_on = mean(on, lambda x: x["server_ms"]["compute"]["p50"])
+        check = mean(on, lambda x: x["check_ms"]["p50"])
+        lines.append(
+            f"| {runs[0]['n']}^3 | {runs[0]['kernel']} | "
+            f"{mean(off, lambda x: x['server_ms']['compute']['p50']):.3f} / {compute_on:.3f} | "
+            f"{check:.3f} | {100 * check / compute_on:.1f}% | "
+            f"{mean(off, lambda x: x['latency_ms']['p50']):.2f} / "
+            f"{mean(on, lambda x: x['latency_ms']['p50']):.2f} |")
+    soak = [s for s in r["soak"] if s["report"]]
+    checked = sum(s["report"]["checked"] for s in soak)
+    mismatches = sum(s["report"]["check_mismatches"] for s in soak)
+    server_mismatches = sum(s["report"].get("server_check_mismatches", 0) for s in soak)
+    verified = sum(s["report"]["verified"] for s in soak)
+    wrong = sum(s["report"]["verify_failures"] for s in soak)
+    errors = sum(s["report"]["errors"] for s in soak)
+    lines += ["", f"False-positive soak: {checked:,} checked jobs of {len(abft_shapes(soak))} shapes "
+              f"on kernels {', '.join(s['kernel'] for s in soak)}: {mismatches} mismatches in the "
+              f"results' records, {server_mismatches} in the server's count, {errors} errors; "
+              f"{verified:,} results also verified against float64, {wrong} wrong.",
+              "", provenance(report, path)]
+    return lines
+
+
+def abft_shapes(soak):
+    return {shape for s in soak for shape in s["report"]["count_by_shape"]}
+
+
 def table_suites(report, path):
     lines = ["| suite | verdict | tests passed | failed |", "|---|---|---:|---:|"]
     for s in report["results"]["suites"]:
@@ -333,6 +372,7 @@ TABLES = {
     "tls": ("tls", table_tls),
     "blas": ("blas", table_blas),
     "soak": ("soak", table_soak),
+    "abft": ("abft", table_abft),
     "attack": ("attack", table_attack),
     "attack-full": ("attack-full", table_attack),
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gemmbench.py against the real gemm-server and gemm-client on the CPU
-# backend: the e2e and soak scenarios with their tiny --smoke cases write
+# backend: the e2e, soak and abft scenarios with their tiny --smoke cases write
 # reports that `tables` can render, a soak with a memory bound too tight
 # fails, and the tables in README.md and docs/ are the ones the kept
 # baselines give (tables --check).
@@ -14,7 +14,7 @@ mkdir -p "$bin"
 ln -sf "$PWD/$server" "$bin/gemm-server"
 ln -sf "$PWD/$client" "$bin/gemm-client"
 
-python3 "$gemmbench" run --scenario e2e,soak --smoke --backend cpu --bin-dir "$bin" \
+python3 "$gemmbench" run --scenario e2e,soak,abft --smoke --backend cpu --bin-dir "$bin" \
   --out "$tmp/out" | tee "$tmp/run.txt"
 python3 - "$tmp/out" <<'PY'
 import json, sys
@@ -35,6 +35,14 @@ assert soak["verified_fraction"] == 1.0 and soak["lost"] == 0 and soak["server_c
 calls = soak["report"]["sent_by_call"]
 assert calls["stream"] > 0 and calls["unary"] + calls["own_stream"] > 0, calls
 assert "20011x14x41" in soak["report"]["count_by_shape"], soak["report"]["count_by_shape"]
+abft = json.load(open(f"{sys.argv[1]}/abft.json"))["results"]
+for c in abft["cost"]:
+    r = c["report"]
+    assert r["errors"] == 0 and (r["checked"] == r["count"]) == (c["check"] == "abft"), c
+(s,) = abft["soak"]
+r = s["report"]
+assert r["checked"] == r["count"] == 200 and r["check_mismatches"] == 0, r
+assert r["server_check_mismatches"] == 0 and r["verify_failures"] == 0 and r["verified"] > 0, r
 PY
 
 # A memory bound the server cannot keep fails the soak, and gemmbench with

@@ -22,6 +22,13 @@ std::string FormatInfo(const std::string& server,
     if (!d.compute_capability().empty()) {
       absl::StrAppendFormat(&out, ", sm %s", d.compute_capability());
     }
+    if (!d.state().empty() && d.state() != "ok") {
+      absl::StrAppendFormat(&out, ", %s", d.state());
+    }
+    if (d.check_mismatches() > 0) {
+      absl::StrAppendFormat(&out, ", %u results failed their check",
+                            d.check_mismatches());
+    }
     out += "\n";
   }
   std::vector<std::string> kernels(info.kernels().begin(),
@@ -39,9 +46,12 @@ std::string FormatInfo(const std::string& server,
       &out, "batching max_batch_size %u, max_queue_delay %u us\n",
       info.batching().max_batch_size(), info.batching().max_queue_delay_us());
   absl::StrAppendFormat(
-      &out, "stats    jobs ok %u, failed %u, rejected %u; up %.1f s\n",
+      &out,
+      "stats    jobs ok %u, failed %u, rejected %u; checked %u, check "
+      "mismatches %u; up %.1f s\n",
       info.stats().jobs_ok(), info.stats().jobs_failed(),
-      info.stats().jobs_rejected(), info.stats().uptime_s());
+      info.stats().jobs_rejected(), info.stats().jobs_checked(),
+      info.stats().check_mismatches(), info.stats().uptime_s());
   return out;
 }
 

@@ -38,6 +38,10 @@ absl::StatusOr<LoadReport> RunLoad(GemmClient* client,
         after->stats().jobs_failed() - before->stats().jobs_failed();
     report.server_jobs_rejected =
         after->stats().jobs_rejected() - before->stats().jobs_rejected();
+    report.server_jobs_checked =
+        after->stats().jobs_checked() - before->stats().jobs_checked();
+    report.server_check_mismatches =
+        after->stats().check_mismatches() - before->stats().check_mismatches();
   }
   return report;
 }

@@ -56,6 +56,8 @@ struct LoadOptions {
   std::vector<WeightedShape> shapes;
   // Kernel of every job: "auto" or a name from Info.
   std::string kernel = "auto";
+  // The result check asked of every job (GemmParams.check).
+  v1::Check check = v1::CHECK_DEFAULT;
   // Jobs outstanding at once. In concurrency mode (rate == 0) it is the
   // number of closed-loop workers and must be at least 1; in rate mode 0
   // means no cap. Default 16.

@@ -165,6 +165,18 @@ std::string FormatReportText(const LoadReport& r) {
                           "failed\n",
                           r.verified, r.answered_ok, r.verify_failures);
   }
+  if (r.checked > 0 || r.server_check_mismatches > 0) {
+    absl::StrAppendFormat(
+        &out,
+        "\nResult check (ABFT): %d results checked, check median %.3f ms "
+        "(compute median %.3f ms), %d failed runs replaced",
+        r.checked, r.check_ms.p50, r.compute_ms.p50, r.check_mismatches);
+    if (r.have_server_counts) {
+      absl::StrAppendFormat(&out, "; server: %d checked, %d mismatches",
+                            r.server_jobs_checked, r.server_check_mismatches);
+    }
+    absl::StrAppendFormat(&out, "\n");
+  }
   if (r.stream_restarts > 0) {
     absl::StrAppendFormat(&out, "\nStreams reopened after breaking: %d\n",
                           r.stream_restarts);
@@ -195,6 +207,8 @@ std::string FormatReportJson(const LoadReport& r) {
     out["server_jobs_failed"] = r.server_jobs_failed;
     out["server_jobs_rejected"] = r.server_jobs_rejected;
     out["server_counts_agree"] = ServerCountsAgree(r);
+    out["server_jobs_checked"] = r.server_jobs_checked;
+    out["server_check_mismatches"] = r.server_check_mismatches;
   }
   out["duration_s"] = r.duration_s;
   out["count"] = r.count;
@@ -217,6 +231,9 @@ std::string FormatReportJson(const LoadReport& r) {
   out["errors_by_target"] = MapJson(r.errors_by_target);
   out["ok_by_device"] = MapJson(r.ok_by_device);
   out["count_by_shape"] = MapJson(r.count_by_shape);
+  out["checked"] = r.checked;
+  out["check_mismatches"] = r.check_mismatches;
+  out["check_ms"] = DistributionJson(r.check_ms);
   out["verified"] = r.verified;
   out["verify_failures"] = r.verify_failures;
   out["stream_restarts"] = r.stream_restarts;

@@ -68,6 +68,10 @@ struct LoadReport {
   Distribution latency_ms;  // client end to end, OK jobs
   // Server-side breakdown of OK jobs (Timing), in ms.
   Distribution queue_ms, h2d_ms, compute_ms, d2h_ms, server_ms;
+  // OK jobs whose result the server checked (Timing.check), the check's
+  // time, and the failed runs it replaced.
+  uint64_t checked = 0, check_mismatches = 0;
+  Distribution check_ms;
   double mean_batch_size = 0;
   // Per server address: jobs that ended OK and failed there.
   std::map<std::string, uint64_t> ok_by_target, errors_by_target;
@@ -87,6 +91,9 @@ struct LoadReport {
   // GemmClient::Options.split_rows for a job it split.
   uint64_t server_side_jobs = 0;
   uint64_t server_jobs_ok = 0, server_jobs_failed = 0, server_jobs_rejected = 0;
+  // Results the server checked (ABFT) and sent, and results that failed
+  // their check (each re-run, or the job failed with DATA_LOSS).
+  uint64_t server_jobs_checked = 0, server_check_mismatches = 0;
 
   // Per second of the measured part.
   struct Second {

@@ -212,6 +212,7 @@ void LoadRun::Dispatch(Dispatcher* d, Clock::time_point scheduled,
   const ShapeOperands& operands = shapes_[shape].operands;
   GemmArgs args = operands.SharedArgs();
   args.kernel = options_.kernel;
+  args.check = options_.check;
   args.timeout_ms = options_.job_timeout_ms;
   Call call = kStream;
   if (client_->WouldSplit(args)) {

@@ -81,6 +81,10 @@ void LoadSummary::Add(const JobRecord& r) {
   compute_.push_back(r.timing.compute_ms());
   d2h_.push_back(r.timing.d2h_ms());
   server_.push_back(r.timing.server_ms());
+  if (r.timing.check().ran()) {
+    check_.push_back(r.timing.check().ms());
+    check_mismatches_ += r.timing.check().mismatches();
+  }
   batch_sum_ += r.timing.batch_size();
 }
 
@@ -123,6 +127,9 @@ void LoadSummary::FillReport(LoadReport* report) {
   report->compute_ms = Summarize(compute_);
   report->d2h_ms = Summarize(d2h_);
   report->server_ms = Summarize(server_);
+  report->checked = check_.size();
+  report->check_mismatches = check_mismatches_;
+  report->check_ms = Summarize(check_);
 }
 
 }  // namespace gemm::client

@@ -66,6 +66,8 @@ class LoadSummary {
   LoadReport figures_;  // the counts, filled as records come
   Clock::time_point last_end_;
   std::vector<double> latency_, queue_, h2d_, compute_, d2h_, server_;
+  std::vector<double> check_;
+  uint64_t check_mismatches_ = 0;
   double flop_ = 0, bytes_in_ = 0, bytes_out_ = 0, batch_sum_ = 0;
   std::vector<Bucket> buckets_;
 };

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -109,9 +110,20 @@ int RunGemm(const CommonFlags& flags, const RunOptions& options) {
   return *failures == 0 ? 0 : 2;
 }
 
+// --check's values, as GemmParams.check takes them.
+const std::map<std::string, v1::Check> kCheckModes = {
+    {"default", v1::CHECK_DEFAULT},
+    {"abft", v1::CHECK_ABFT},
+    {"off", v1::CHECK_OFF}};
+constexpr char kCheckHelp[] =
+    "result check by the server: abft (row and column checksums; a result "
+    "that fails is re-run, never returned), off, or default (the server's "
+    "--check-min-gflop)";
+
 struct LoadFlags {
   std::string shapes = "128x128x128";
   std::string kernel = "auto";
+  v1::Check check = v1::CHECK_DEFAULT;
   int concurrency = 16;
   double rate = 0;
   std::string arrivals = "constant";
@@ -135,6 +147,7 @@ int RunLoadTest(const CommonFlags& flags, const LoadFlags& l, bool rate_cap,
   if (!shapes.ok()) return Fail(shapes.status());
   options.shapes = *shapes;
   options.kernel = l.kernel;
+  options.check = l.check;
   options.rate = l.rate;
   // In rate mode the concurrency caps jobs outstanding only when given.
   options.concurrency = l.rate > 0 && !rate_cap ? 0 : l.concurrency;
@@ -303,6 +316,9 @@ int main(int argc, char** argv) {
   run->add_option("--kernel", run_options.kernel,
                   "auto or a kernel from `info`")
       ->capture_default_str();
+  run->add_option("--check", run_options.check, kCheckHelp)
+      ->transform(CLI::CheckedTransformer(kCheckModes, CLI::ignore_case))
+      ->default_str("default");
   run->add_option("--a", run_options.a_path, "A from a .npy file (sets M, K)");
   run->add_option("--b", run_options.b_path, "B from a .npy file (sets K, N)");
   run->add_option("--c", run_options.c_path,
@@ -328,6 +344,9 @@ int main(int argc, char** argv) {
   load->add_option("--kernel", load_flags.kernel,
                    "auto or a kernel from `info`")
       ->capture_default_str();
+  load->add_option("--check", load_flags.check, kCheckHelp)
+      ->transform(CLI::CheckedTransformer(kCheckModes, CLI::ignore_case))
+      ->default_str("default");
   CLI::Option* concurrency =
       load->add_option("-c,--concurrency", load_flags.concurrency,
                        "jobs outstanding (closed loop); with --rate, a cap "

@@ -80,6 +80,7 @@ absl::StatusOr<int> RunGemms(GemmClient* client, const RunOptions& options,
   args.problem = p;
   args.kernel = options.kernel;
   args.timeout_ms = options.job_timeout_ms;
+  args.check = options.check;
   args.a = operands.a.data();
   args.b = operands.b.data();
   args.c = operands.c.empty() ? nullptr : operands.c.data();
@@ -114,6 +115,21 @@ absl::StatusOr<int> RunGemms(GemmClient* client, const RunOptions& options,
         timing->h2d_ms(), timing->compute_ms(), timing->d2h_ms(),
         timing->batch_size(), timing->kernel(), timing->device(),
         timing->gflops(), p.flops() / (client_ms * 1e6), mb_moved);
+    if (timing->check().ran()) {
+      const v1::CheckRecord& check = timing->check();
+      absl::FPrintF(out,
+                    " | check %.3f ms (%.1f%% of compute), worst line %.2g of "
+                    "its tolerance",
+                    check.ms(),
+                    timing->compute_ms() > 0
+                        ? 100.0 * check.ms() / timing->compute_ms()
+                        : 0.0,
+                    check.worst_ratio());
+      if (check.mismatches() > 0) {
+        absl::FPrintF(out, " | %d failed run(s) replaced: %s",
+                      check.mismatches(), check.detail());
+      }
+    }
     if (options.verify) {
       const double err = RelativeFrobeniusError(c.data(), want);
       const bool ok = err <= 1e-5;

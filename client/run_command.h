@@ -42,6 +42,8 @@ struct RunOptions {
   uint64_t seed = 42;
   // Server-side budget of the job; 0 = none.
   uint32_t job_timeout_ms = 0;
+  // The result check asked of the server (GemmParams.check).
+  v1::Check check = v1::CHECK_DEFAULT;
 };
 
 // The job's problem, with sizes from the files, and its operands.
