@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -13,13 +14,18 @@
 namespace gemm::kernels {
 namespace {
 
-// Reduce2D's block tile: kTileRows rows of kTileCols columns, kWarps warps
-// taking every kWarps-th row, each lane kColsPerLane columns 32 apart (so a
-// warp's loads of one row are coalesced).
+// Reduce2D's block tile: kTileCols columns by kTileRows rows. Each lane
+// owns kColsPerLane columns (one 16-byte load per row where rows are
+// 16-byte aligned, else four loads 32 columns apart; either way a warp's
+// loads of one row are coalesced) and keeps their column sums in registers;
+// each warp loads kRowsPerStep rows before it reduces any, so that enough
+// bytes are in flight to keep HBM busy, then adds each row's sum across
+// its lanes.
 constexpr int kWarps = 8;
-constexpr int kColsPerLane = 8;
+constexpr int kColsPerLane = 4;
 constexpr int kTileCols = 32 * kColsPerLane;
-constexpr int kTileRows = 64;
+constexpr int kRowsPerStep = 8;
+constexpr int kTileRows = 2 * kWarps * kRowsPerStep;
 constexpr int kMaxGridZ = 65535;
 
 __device__ double WarpSum(double v) {
@@ -31,7 +37,9 @@ __device__ double WarpSum(double v) {
 
 // Member blockIdx.z of the batch: X starts x_stride floats further, and
 // every float64 vector (weights and outputs) scratch_stride doubles.
-__global__ void __launch_bounds__(kWarps * 32)
+// kVector: every row of X starts 16-byte aligned (cols % 4 == 0).
+template <bool kVector>
+__global__ void __launch_bounds__(kWarps * 32, 2)
     Reduce2D(abft::Pass p, int64_t x_stride, int64_t scratch_stride) {
   const int64_t z = blockIdx.z;
   auto member = [z, scratch_stride](auto* v) {
@@ -50,12 +58,15 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
   const uint64_t col0 = uint64_t{blockIdx.x} * kTileCols;
+  auto column = [col0, lane](int v) -> uint64_t {
+    return kVector ? col0 + 4 * lane + v : col0 + lane + 32 * v;
+  };
 
   double wc[kColsPerLane], wca[kColsPerLane];
   double col_sum[kColsPerLane], col_sum_abs[kColsPerLane];
 #pragma unroll
   for (int v = 0; v < kColsPerLane; ++v) {
-    const uint64_t c = col0 + lane + 32 * v;
+    const uint64_t c = column(v);
     const bool in = c < p.cols;
     wc[v] = !in ? 0.0 : col_weight ? col_weight[c] : 1.0;
     wca[v] = !in ? 0.0 : col_weight_abs ? col_weight_abs[c] : 1.0;
@@ -66,30 +77,53 @@ __global__ void __launch_bounds__(kWarps * 32)
   const uint64_t row_tiles = (p.rows + kTileRows - 1) / kTileRows;
   for (uint64_t tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
     const uint64_t row_end = min(p.rows, (tile + 1) * kTileRows);
-    for (uint64_t r = tile * kTileRows + warp; r < row_end; r += kWarps) {
-      const double wr = row_weight ? row_weight[r] : 1.0;
-      const double wra = row_weight_abs ? row_weight_abs[r] : 1.0;
-      const float* xr = x + r * p.cols;
-      double sum = 0.0, sum_abs = 0.0;
+    for (uint64_t base = tile * kTileRows + warp; base < row_end;
+         base += kWarps * kRowsPerStep) {
+      // Step u's row is base + kWarps * u: the same for the whole warp.
+      float values[kRowsPerStep][kColsPerLane];
 #pragma unroll
-      for (int v = 0; v < kColsPerLane; ++v) {
-        const uint64_t c = col0 + lane + 32 * v;
-        if (c < p.cols) {
-          const double value = xr[c];
+      for (int u = 0; u < kRowsPerStep; ++u) {
+        const uint64_t r = base + kWarps * u;
+        const float* xr = x + r * p.cols;
+        if (kVector) {
+          float4 q = make_float4(0.f, 0.f, 0.f, 0.f);
+          if (r < row_end && column(0) < p.cols) {
+            q = *reinterpret_cast<const float4*>(xr + column(0));
+          }
+          values[u][0] = q.x, values[u][1] = q.y;
+          values[u][2] = q.z, values[u][3] = q.w;
+        } else {
+#pragma unroll
+          for (int v = 0; v < kColsPerLane; ++v) {
+            values[u][v] =
+                r < row_end && column(v) < p.cols ? xr[column(v)] : 0.0f;
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kRowsPerStep; ++u) {
+        const uint64_t r = base + kWarps * u;
+        if (r >= row_end) break;
+        const double wr = row_weight ? row_weight[r] : 1.0;
+        const double wra = row_weight_abs ? row_weight_abs[r] : 1.0;
+        double sum = 0.0, sum_abs = 0.0;
+#pragma unroll
+        for (int v = 0; v < kColsPerLane; ++v) {
+          const double value = values[u][v];
           const double magnitude = fabs(value);
           sum += value * wc[v];
           sum_abs += magnitude * wca[v];
           col_sum[v] += wr * value;
           col_sum_abs[v] += wra * magnitude;
         }
-      }
-      if (row != nullptr) {
-        sum = WarpSum(sum);
-        if (lane == 0) atomicAdd(row + r, sum);
-      }
-      if (row_abs != nullptr) {
-        sum_abs = WarpSum(sum_abs);
-        if (lane == 0) atomicAdd(row_abs + r, sum_abs);
+        if (row != nullptr) {
+          sum = WarpSum(sum);
+          if (lane == 0) atomicAdd(row + r, sum);
+        }
+        if (row_abs != nullptr) {
+          sum_abs = WarpSum(sum_abs);
+          if (lane == 0) atomicAdd(row_abs + r, sum_abs);
+        }
       }
     }
   }
@@ -99,8 +133,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   __shared__ double partial[2][kWarps][kTileCols];
 #pragma unroll
   for (int v = 0; v < kColsPerLane; ++v) {
-    partial[0][warp][lane + 32 * v] = col_sum[v];
-    partial[1][warp][lane + 32 * v] = col_sum_abs[v];
+    partial[0][warp][column(v) - col0] = col_sum[v];
+    partial[1][warp][column(v) - col0] = col_sum_abs[v];
   }
   __syncthreads();
   for (int t = threadIdx.x; t < kTileCols; t += blockDim.x) {
@@ -171,7 +205,16 @@ cudaError_t LaunchReduce2D(const abft::Pass& pass, int count, int64_t x_stride,
     const dim3 grid((pass.cols + kTileCols - 1) / kTileCols,
                     std::min<uint64_t>(row_tiles, kMaxGridZ),
                     std::min(kMaxGridZ, count - first));
-    Reduce2D<<<grid, kWarps * 32, 0, stream>>>(part, x_stride, scratch_stride);
+    // 16-byte rows: every member's X and every row start on 16 bytes.
+    const bool vector = reinterpret_cast<uintptr_t>(pass.x) % 16 == 0 &&
+                        pass.cols % 4 == 0 && x_stride % 4 == 0;
+    if (vector) {
+      Reduce2D<true>
+          <<<grid, kWarps * 32, 0, stream>>>(part, x_stride, scratch_stride);
+    } else {
+      Reduce2D<false>
+          <<<grid, kWarps * 32, 0, stream>>>(part, x_stride, scratch_stride);
+    }
   }
   return cudaGetLastError();
 }

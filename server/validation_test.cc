@@ -107,6 +107,39 @@ TEST_F(ValidationTest, LimitsGiveResourceExhausted) {
               absl::StatusCode::kResourceExhausted, "max_job_bytes");
 }
 
+TEST_F(ValidationTest, TheCheckFollowsTheJobThenTheServerDefault) {
+  limits_.check_min_flops = 2.0 * 64 * 64 * 64;
+  struct Case {
+    uint32_t size;
+    v1::Check check;
+    bool checked;
+  };
+  for (const Case& c :
+       {Case{64, v1::CHECK_DEFAULT, true}, Case{63, v1::CHECK_DEFAULT, false},
+        Case{64, v1::CHECK_OFF, false}, Case{8, v1::CHECK_ABFT, true}}) {
+    v1::GemmParams p = Params(c.size, c.size, c.size);
+    p.set_check(c.check);
+    auto spec = ValidateParams(p, limits_, *executor_);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_EQ(spec->check, c.checked) << c.size << " " << c.check;
+  }
+  // K = 0 multiplies nothing: never checked.
+  v1::GemmParams scale = Params(64, 64, 0);
+  scale.set_check(v1::CHECK_ABFT);
+  EXPECT_FALSE(ValidateParams(scale, limits_, *executor_)->check);
+  // No server default: only jobs that ask.
+  limits_.check_min_flops = 0;
+  EXPECT_FALSE(
+      ValidateParams(Params(4096, 4096, 4096), limits_, *executor_)->check);
+}
+
+TEST_F(ValidationTest, AnUnknownCheckIsInvalidArgument) {
+  v1::GemmParams p = Params(4, 4, 4);
+  p.set_check(static_cast<v1::Check>(7));
+  ExpectError(ValidateParams(p, limits_, *executor_).status(),
+              absl::StatusCode::kInvalidArgument, "params.check");
+}
+
 TEST_F(ValidationTest, UnknownKernelIsInvalidArgument) {
   v1::GemmParams p = Params(2, 2, 2);
   p.set_kernel("v42");

@@ -10,7 +10,8 @@
 // --testing-flip-element (mod M*N) of the result of every job with M rows,
 // after its GEMM and before its check, on the first run only (the re-run
 // after the failed check is clean), and --testing-flip-always-m M does so
-// on every run (the job then fails). For the tests only; production builds
+// on every run (the job then fails); --testing-flip-lowest-bit-m M flips
+// bit 0 instead, on the first run. For the tests only; production builds
 // have no such flags.
 //
 //   gemm-server-with-faults --listen 127.0.0.1:0 --testing-fail-kernel broken
@@ -54,28 +55,31 @@ class DeviceFaultingExecutor final : public gemm::server::ForwardingExecutor {
 struct Flips {
   uint32_t first_run_m = 0;
   uint32_t every_run_m = 0;
+  uint32_t lowest_bit_m = 0;
   int bit = 30;
   uint64_t element = 5;
 
   void Install(Executor& executor) const {
-    if (first_run_m == 0 && every_run_m == 0) return;
+    if (first_run_m == 0 && every_run_m == 0 && lowest_bit_m == 0) return;
     executor.SetResultCorrupterForTesting(
         [flips = *this](const gemm::server::ResultSite& site) {
           const uint32_t m = site.job->problem().m;
+          const bool lowest = m == flips.lowest_bit_m && site.run == 0;
           const bool flip = (m == flips.first_run_m && site.run == 0) ||
-                            m == flips.every_run_m;
+                            m == flips.every_run_m || lowest;
           if (!flip) return;
+          const int bit = lowest ? 0 : flips.bit;
           float* value =
               site.c + flips.element % site.job->problem().c_elements();
           if (site.cuda_stream == nullptr) {
             uint32_t word;
             std::memcpy(&word, value, 4);
-            word ^= 1u << flips.bit;
+            word ^= 1u << bit;
             std::memcpy(value, &word, 4);
             return;
           }
 #ifdef GEMM_HAVE_CUDA
-          gemm::testing::FlipBitOnDevice(value, flips.bit, site.cuda_stream);
+          gemm::testing::FlipBitOnDevice(value, bit, site.cuda_stream);
 #endif
         });
   }
@@ -98,6 +102,9 @@ int main(int argc, char** argv) {
     app.add_option("--testing-flip-always-m", flips.every_run_m,
                    "jobs with this many rows get a bit of their result "
                    "flipped before the check, on every run");
+    app.add_option("--testing-flip-lowest-bit-m", flips.lowest_bit_m,
+                   "jobs with this many rows get the lowest mantissa bit of "
+                   "their result flipped, on their first run");
     app.add_option("--testing-flip-bit", flips.bit, "the bit flipped (0-31)")
         ->check(CLI::Range(0, 31))
         ->capture_default_str();

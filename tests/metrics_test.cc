@@ -35,7 +35,8 @@ class MetricsTest : public ::testing::Test {
     server_ = std::make_unique<ServerProcess>(
         std::vector<std::string>{"--metrics-listen", "127.0.0.1:0",
                                  "--metrics-port-file", port_file_,
-                                 "--testing-fail-kernel", "broken"},
+                                 "--testing-fail-kernel", "broken",
+                                 "--testing-flip-m", "37"},
         ServerProcess::kServerWithFaults);
     ASSERT_TRUE(server_->Start().ok()) << server_->Log();
     std::ifstream(port_file_) >> metrics_port_;
@@ -167,6 +168,39 @@ TEST_F(MetricsTest, CountsMatchWhatTheClientSentAndPassPromtool) {
   }
   EXPECT_EQ(pclose(promtool), 0) << complaints;
   EXPECT_EQ(complaints, "");
+}
+
+// Checked jobs by result, the check's time, and each device's results that
+// failed their check (a bit flipped in the first run of jobs with M = 37).
+TEST_F(MetricsTest, ResultChecksAreCounted) {
+  client::GemmClient::Options options;
+  options.target = server_->address();
+  auto client = client::GemmClient::Create(options);
+  ASSERT_TRUE(client.ok());
+  TestJob clean(40, 30, 20, false, false, 1.0f, 0.0f, 1);
+  TestJob flipped(37, 30, 20, false, false, 1.0f, 0.0f, 2);
+  TestJob unchecked(40, 30, 20, false, false, 1.0f, 0.0f, 3);
+  clean.args.check = flipped.args.check = v1::CHECK_ABFT;
+  for (TestJob* job : {&clean, &flipped, &unchecked}) {
+    ASSERT_TRUE((*client)->Gemm(job->args, job->out.data()).ok());
+    EXPECT_LE(job->Error(), 1e-5);
+  }
+  const std::string text = Scrape();
+  EXPECT_EQ(MetricSample(text,
+                         "gemm_checked_jobs_total{device=\"cpu\","
+                         "result=\"passed\"}"),
+            1)
+      << text;
+  EXPECT_EQ(MetricSample(text,
+                         "gemm_checked_jobs_total{device=\"cpu\","
+                         "result=\"recovered\"}"),
+            1);
+  EXPECT_EQ(MetricSample(text, "gemm_check_mismatches_total{device=\"cpu\"}"),
+            1);
+  EXPECT_EQ(MetricSample(text, "gemm_job_check_seconds_count{device=\"cpu\"}"),
+            2);
+  EXPECT_GT(MetricSample(text, "gemm_job_check_seconds_sum{device=\"cpu\"}"),
+            0);
 }
 
 TEST_F(MetricsTest, OpenStreamsAreCounted) {

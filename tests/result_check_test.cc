@@ -39,14 +39,20 @@ using testing::TestJob;
 // on every run.
 constexpr uint32_t kFlipFirstRunM = 37;
 constexpr uint32_t kFlipEveryRunM = 41;
+// And the lowest mantissa bit, on the first run.
+constexpr uint32_t kFlipLowestBitM = 43;
 
 class ResultCheckTest : public ::testing::TestWithParam<bool> {
  protected:
   static void SetUpTestSuite() {
-    std::vector<std::string> flags = {
-        "--check-min-gflop",       "0.001",
-        "--testing-flip-m",        std::to_string(kFlipFirstRunM),
-        "--testing-flip-always-m", std::to_string(kFlipEveryRunM)};
+    std::vector<std::string> flags = {"--check-min-gflop",
+                                      "0.001",
+                                      "--testing-flip-m",
+                                      std::to_string(kFlipFirstRunM),
+                                      "--testing-flip-always-m",
+                                      std::to_string(kFlipEveryRunM),
+                                      "--testing-flip-lowest-bit-m",
+                                      std::to_string(kFlipLowestBitM)};
 #ifdef GEMM_RESULT_CHECK_ON_GPU
     const absl::StatusOr<kernels::CudaPresence> gpu =
         kernels::ProbeCudaDevices();
@@ -234,6 +240,21 @@ TEST_P(ResultCheckTest, TheReRunUsesAnotherKernel) {
               std::string::npos)
         << timing->check().detail();
   }
+}
+
+// A flip of the lowest mantissa bit moves the result by less than float32
+// rounding may: within the tolerance, so not a mismatch, and harmless.
+TEST_P(ResultCheckTest, AFlipWithinTheToleranceIsNotAMismatch) {
+  auto client = Connect();
+  const uint64_t before = Mismatches(*client);
+  TestJob job(kFlipLowestBitM, 53, 61, false, false, 1.0f, 0.0f, 15);
+  job.args.check = v1::CHECK_ABFT;
+  auto timing = client->Gemm(job.args, job.out.data());
+  ASSERT_TRUE(timing.ok()) << timing.status();
+  EXPECT_EQ(timing->check().mismatches(), 0u);
+  EXPECT_LE(timing->check().worst_ratio(), 1.0);
+  EXPECT_LE(job.Error(), 1e-6);
+  EXPECT_EQ(Mismatches(*client), before);
 }
 
 // Without the check, the same corruption reaches the caller.
