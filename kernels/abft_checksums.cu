@@ -28,11 +28,34 @@ constexpr int kRowsPerStep = 8;
 constexpr int kTileRows = 2 * kWarps * kRowsPerStep;
 constexpr int kMaxGridZ = 65535;
 
-__device__ double WarpSum(double v) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    v += __shfl_down_sync(0xffffffffu, v, offset);
+// Sums each of the warp's kValues values across its 32 lanes at once
+// (a reduce-scatter: each step halves the values a lane holds, so 16 values
+// take 16 exchanges instead of 80). Returns the sum this lane ends with:
+// value number ReducedIndex(lane), which lanes lane and lane ^ 1 both hold.
+constexpr int kValues = 16;
+// One step: the lanes `offset` apart swap halves of their first 2 * kHalf
+// values and keep the sums of the half they hold on to.
+template <int kHalf>
+__device__ void ReduceScatterStep(double (&v)[kValues], int lane, int offset) {
+  const bool upper = lane & offset;
+#pragma unroll
+  for (int i = 0; i < kHalf; ++i) {
+    const double send = upper ? v[i] : v[i + kHalf];
+    const double keep = upper ? v[i + kHalf] : v[i];
+    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
   }
-  return v;
+}
+__device__ double WarpReduceScatter(double (&v)[kValues], int lane) {
+  static_assert(kValues == 16, "five steps: 8, 4, 2, 1 values, then pairs");
+  ReduceScatterStep<8>(v, lane, 16);
+  ReduceScatterStep<4>(v, lane, 8);
+  ReduceScatterStep<2>(v, lane, 4);
+  ReduceScatterStep<1>(v, lane, 2);
+  return v[0] + __shfl_xor_sync(0xffffffffu, v[0], 1);
+}
+__device__ int ReducedIndex(int lane) {
+  return ((lane >> 4) & 1) * 8 + ((lane >> 3) & 1) * 4 + ((lane >> 2) & 1) * 2 +
+         ((lane >> 1) & 1);
 }
 
 // Member blockIdx.z of the batch: X starts x_stride floats further, and
@@ -81,10 +104,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
          base += kWarps * kRowsPerStep) {
       // Step u's row is base + kWarps * u: the same for the whole warp.
       float values[kRowsPerStep][kColsPerLane];
+      double wr[kRowsPerStep], wra[kRowsPerStep];
 #pragma unroll
       for (int u = 0; u < kRowsPerStep; ++u) {
         const uint64_t r = base + kWarps * u;
         const float* xr = x + r * p.cols;
+        const bool in = r < row_end;
+        wr[u] = !in ? 0.0 : row_weight ? row_weight[r] : 1.0;
+        wra[u] = !in ? 0.0 : row_weight_abs ? row_weight_abs[r] : 1.0;
         if (kVector) {
           float4 q = make_float4(0.f, 0.f, 0.f, 0.f);
           if (r < row_end && column(0) < p.cols) {
@@ -100,12 +127,11 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
           }
         }
       }
+      // Row sums: values 0..7 (sum) and 8..15 (magnitudes) of the step's
+      // rows. Rows past the end hold zeros and are not written.
+      double sums[kValues];
 #pragma unroll
       for (int u = 0; u < kRowsPerStep; ++u) {
-        const uint64_t r = base + kWarps * u;
-        if (r >= row_end) break;
-        const double wr = row_weight ? row_weight[r] : 1.0;
-        const double wra = row_weight_abs ? row_weight_abs[r] : 1.0;
         double sum = 0.0, sum_abs = 0.0;
 #pragma unroll
         for (int v = 0; v < kColsPerLane; ++v) {
@@ -113,16 +139,19 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
           const double magnitude = fabs(value);
           sum += value * wc[v];
           sum_abs += magnitude * wca[v];
-          col_sum[v] += wr * value;
-          col_sum_abs[v] += wra * magnitude;
+          col_sum[v] += wr[u] * value;
+          col_sum_abs[v] += wra[u] * magnitude;
         }
-        if (row != nullptr) {
-          sum = WarpSum(sum);
-          if (lane == 0) atomicAdd(row + r, sum);
-        }
-        if (row_abs != nullptr) {
-          sum_abs = WarpSum(sum_abs);
-          if (lane == 0) atomicAdd(row_abs + r, sum_abs);
+        sums[u] = sum;
+        sums[kRowsPerStep + u] = sum_abs;
+      }
+      if (row != nullptr || row_abs != nullptr) {
+        const double total = WarpReduceScatter(sums, lane);
+        const int index = ReducedIndex(lane);
+        const uint64_t r = base + kWarps * (index % kRowsPerStep);
+        double* out = index < kRowsPerStep ? row : row_abs;
+        if ((lane & 1) == 0 && r < row_end && out != nullptr) {
+          atomicAdd(out + r, total);
         }
       }
     }
@@ -151,37 +180,51 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 }
 
 // Judges line blockIdx.x * blockDim.x + threadIdx.x (rows, then columns)
-// of member blockIdx.z into its verdict slots.
+// of member blockIdx.z into its verdict slots. blockDim.x is a multiple of
+// 32, and every lane takes part in its warp's reduction.
 __global__ void Compare(GemmProblem p, double* scratch,
                         int64_t scratch_stride) {
   const uint64_t line = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (line >= uint64_t{p.m} + p.n) return;
+  const bool valid = line < uint64_t{p.m} + p.n;
   double* s = scratch + blockIdx.z * scratch_stride;
   const abft::Layout l(p);
-  const bool is_row = line < p.m;
-  const uint64_t i = is_row ? line : line - p.m;
-  auto at = [&](int field) {
-    return s[(is_row ? l.row(field) : l.col(field)) + i];
-  };
-  abft::Line ln;
-  ln.actual = at(abft::Layout::kActual);
-  ln.ab = at(abft::Layout::kAb);
-  ln.ab_abs = at(abft::Layout::kAbAbs);
-  ln.c_in = at(abft::Layout::kCIn);
-  ln.c_in_abs = at(abft::Layout::kCInAbs);
-  const double ratio =
-      abft::Ratio(ln, p.alpha, p.beta, p.k, is_row ? p.n : p.m);
-  auto* words = reinterpret_cast<unsigned long long*>(s + l.verdict());
-  if (ratio < 0) {
-    atomicAdd(&words[abft::kVerdictUnchecked], 1ull);
-    return;
+  // -2: no line here (past the last); Ratio gives -1 for an unjudged one.
+  double ratio = -2.0;
+  if (valid) {
+    const bool is_row = line < p.m;
+    const uint64_t i = is_row ? line : line - p.m;
+    auto at = [&](int field) {
+      return s[(is_row ? l.row(field) : l.col(field)) + i];
+    };
+    abft::Line ln;
+    ln.actual = at(abft::Layout::kActual);
+    ln.ab = at(abft::Layout::kAb);
+    ln.ab_abs = at(abft::Layout::kAbAbs);
+    ln.c_in = at(abft::Layout::kCIn);
+    ln.c_in_abs = at(abft::Layout::kCInAbs);
+    ratio = abft::Ratio(ln, p.alpha, p.beta, p.k, is_row ? p.n : p.m);
   }
-  if (ratio > 1) atomicAdd(&words[abft::kVerdictBad], 1ull);
   // Non-negative floats order as their bits do.
-  const float r = static_cast<float>(ratio);
-  const unsigned long long packed =
-      (static_cast<unsigned long long>(__float_as_uint(r)) << 32) | line;
-  atomicMax(&words[abft::kVerdictWorst], packed);
+  const bool judged = ratio >= 0;
+  const float r = judged ? static_cast<float>(ratio) : 0.0f;
+  unsigned long long packed =
+      judged
+          ? (static_cast<unsigned long long>(__float_as_uint(r)) << 32) | line
+          : 0ull;
+  // One atomic per warp and word, not per line: they all hit one address.
+  constexpr unsigned kAll = 0xffffffffu;
+  const unsigned unchecked = __popc(__ballot_sync(kAll, valid && !judged));
+  const unsigned bad = __popc(__ballot_sync(kAll, ratio > 1));
+  const unsigned any_judged = __ballot_sync(kAll, judged);
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const unsigned long long other = __shfl_xor_sync(kAll, packed, offset);
+    packed = other > packed ? other : packed;
+  }
+  if (threadIdx.x % 32 != 0) return;
+  auto* words = reinterpret_cast<unsigned long long*>(s + l.verdict());
+  if (unchecked > 0) atomicAdd(&words[abft::kVerdictUnchecked], unchecked);
+  if (bad > 0) atomicAdd(&words[abft::kVerdictBad], bad);
+  if (any_judged != 0) atomicMax(&words[abft::kVerdictWorst], packed);
 }
 
 cudaError_t LaunchReduce2D(const abft::Pass& pass, int count, int64_t x_stride,
