@@ -264,18 +264,20 @@ cudaError_t LaunchReduce2D(const abft::Pass& pass, int count, int64_t x_stride,
 
 }  // namespace
 
-cudaError_t LaunchAbftPredict(const AbftBatch& batch, cudaStream_t stream) {
+cudaError_t LaunchAbftPrepare(const AbftBatch& batch, cudaStream_t stream) {
   const GemmProblem& p = batch.problem;
   cudaError_t err = cudaMemsetAsync(
       batch.scratch, 0, sizeof(double) * batch.stride_scratch * batch.count,
       stream);
-  if (err != cudaSuccess) return err;
-  if (p.beta != 0.0f) {
-    err =
-        LaunchReduce2D(abft::InputCPass(p, batch.c, batch.scratch), batch.count,
-                       batch.stride_c, batch.stride_scratch, stream);
-    if (err != cudaSuccess) return err;
-  }
+  if (err != cudaSuccess || p.beta == 0.0f) return err;
+  return LaunchReduce2D(abft::InputCPass(p, batch.c, batch.scratch),
+                        batch.count, batch.stride_c, batch.stride_scratch,
+                        stream);
+}
+
+cudaError_t LaunchAbftPredict(const AbftBatch& batch, cudaStream_t stream) {
+  const GemmProblem& p = batch.problem;
+  cudaError_t err = cudaSuccess;
   const std::vector<abft::Pass> passes =
       abft::OperandPasses(p, batch.a, batch.b, batch.scratch);
   // Passes over A take A's stride; the one over B, B's.

@@ -12,9 +12,10 @@
 // Thread-safety: stateless; safe from any thread.
 //
 //   AbftBatch batch{problem, count, a, sa, b, sb, c, sc, scratch, ss};
-//   LaunchAbftPredict(batch, stream);  // before the GEMM overwrites C
-//   ... the GEMM ...
-//   LaunchAbftJudge(batch, stream);    // then copy the scratch back
+//   LaunchAbftPrepare(batch, stream);  // before the GEMM overwrites C
+//   LaunchAbftPredict(batch, side);    // beside the GEMM, after Prepare
+//   ... the GEMM on `stream`, then `stream` waits for `side` ...
+//   LaunchAbftJudge(batch, stream);    // then copy the verdicts back
 #ifndef GEMM_KERNELS_ABFT_CHECKSUMS_H_
 #define GEMM_KERNELS_ABFT_CHECKSUMS_H_
 
@@ -42,8 +43,12 @@ struct AbftBatch {
   int64_t stride_scratch = 0;
 };
 
-// Zeroes the scratch and computes the predictions: the input C's sums
-// (when beta is not 0; so before the GEMM) and the operands' passes.
+// Zeroes the scratch and sums the input C (when beta is not 0): before the
+// GEMM, which overwrites C.
+cudaError_t LaunchAbftPrepare(const AbftBatch& batch, cudaStream_t stream);
+
+// The predictions from A and B, after LaunchAbftPrepare; they may run
+// beside the GEMM (on another stream), which only reads A and B.
 cudaError_t LaunchAbftPredict(const AbftBatch& batch, cudaStream_t stream);
 
 // The result's sums and every member's verdict, after the GEMM.

@@ -31,6 +31,9 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(
     RETURN_IF_ERROR(
         CudaStatus(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking),
                    "cudaStreamCreate"));
+    RETURN_IF_ERROR(
+        CudaStatus(cudaStreamCreateWithFlags(&s.side, cudaStreamNonBlocking),
+                   "cudaStreamCreate"));
     // The batch's last event is the one its worker waits on.
     for (cudaEvent_t& e : s.events) {
       RETURN_IF_ERROR(
@@ -47,10 +50,12 @@ CudaDevice::~CudaDevice() {
   cudaSetDevice(ordinal_);
   for (Stream& s : streams_) {
     if (s.stream != nullptr) cudaStreamSynchronize(s.stream);
+    if (s.side != nullptr) cudaStreamSynchronize(s.side);
     for (cudaEvent_t e : s.events) {
       if (e != nullptr) cudaEventDestroy(e);
     }
     if (s.stream != nullptr) cudaStreamDestroy(s.stream);
+    if (s.side != nullptr) cudaStreamDestroy(s.side);
   }
   // pool_ goes next, with this device still current.
 }

@@ -37,10 +37,12 @@ class CudaDevice {
   // One stream and the events of the batch running on it.
   struct Stream {
     cudaStream_t stream = nullptr;
+    // Where a checked batch's predictions run, beside its kernel.
+    cudaStream_t side = nullptr;
     // Recorded before H2D, after H2D, after the kernel, after D2H; and for
-    // a checked batch, after the check's predictions, after its verdicts,
-    // and before the D2H of C.
-    cudaEvent_t events[7] = {};
+    // a checked batch, after the predictions (on `side`), after the
+    // verdicts, before the D2H of C, and after the input C's sums.
+    cudaEvent_t events[8] = {};
   };
 
   // Opens device `ordinal`: its description, options.streams_per_device

@@ -128,14 +128,18 @@ enum Event {
   kCopiedIn = 1,
   kComputed = 2,
   kCopiedOut = 3,
-  kPredicted = 4,  // checked batches only, from here on
+  kPredicted = 4,  // checked batches only, from here on; on the side stream
   kJudged = 5,
   kCopyingOut = 6,
+  kPrepared = 7,
 };
 
 // Waits for the last event and gives every job of the chunk its times:
-// h2d, compute (the whole launch) and d2h; and for a checked chunk the
-// check's (before and after the kernel), added to what earlier runs took.
+// h2d, compute (the whole launch) and d2h; and for a checked chunk the time
+// the check added to the batch's path (zeroing its scratch and summing the
+// input C before the kernel; after it, waiting for the predictions that ran
+// beside the kernel, C's sums and the verdicts), added to what earlier runs
+// took.
 absl::Status WaitAndRecordTimings(const Chunk& chunk, const CudaDevice& device,
                                   const CudaDevice::Stream& stream,
                                   bool checked) {
@@ -154,10 +158,10 @@ absl::Status WaitAndRecordTimings(const Chunk& chunk, const CudaDevice& device,
     ASSIGN_OR_RETURN(compute, elapsed(kCopiedIn, kComputed));
     ASSIGN_OR_RETURN(d2h, elapsed(kComputed, kCopiedOut));
   } else {
-    ASSIGN_OR_RETURN(compute, elapsed(kPredicted, kComputed));
+    ASSIGN_OR_RETURN(compute, elapsed(kPrepared, kComputed));
     ASSIGN_OR_RETURN(d2h, elapsed(kCopyingOut, kCopiedOut));
     ASSIGN_OR_RETURN(const absl::Duration before,
-                     elapsed(kCopiedIn, kPredicted));
+                     elapsed(kCopiedIn, kPrepared));
     ASSIGN_OR_RETURN(const absl::Duration after, elapsed(kComputed, kJudged));
     check = before + after;
   }
@@ -421,17 +425,20 @@ absl::StatusOr<std::vector<abft::Verdict>> RunChunk(
 
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device.ordinal()), "cudaSetDevice"));
   ASSIGN_OR_RETURN(void* block, device.pool().Allocate(packed.bytes()));
-  // Whatever happens below, the stream is idle before the block goes back.
+  // Whatever happens below, the streams are idle before the block goes
+  // back.
   struct FreeBlock {
     DeviceMemoryPool& pool;
     cudaStream_t stream;
+    cudaStream_t side;
     void* block;
     uint64_t bytes;
     ~FreeBlock() {
       cudaStreamSynchronize(stream);
+      cudaStreamSynchronize(side);
       pool.Free(block, bytes);
     }
-  } free_block{device.pool(), st, block, packed.bytes()};
+  } free_block{device.pool(), st, stream.side, block, packed.bytes()};
   packed.Place(block);
 
   const cudaEvent_t* ev = stream.events;
@@ -449,9 +456,18 @@ absl::StatusOr<std::vector<abft::Verdict>> RunChunk(
   RETURN_IF_ERROR(CopyOperandsIn(chunk, problem, packed, st));
   RETURN_IF_ERROR(Record(ev[kCopiedIn], st));
   if (checked) {
-    RETURN_IF_ERROR(CudaStatus(kernels::LaunchAbftPredict(abft_batch, st),
-                               "result check (predictions)"));
-    RETURN_IF_ERROR(Record(ev[kPredicted], st));
+    // The predictions read only A and B: they run on the side stream,
+    // beside the kernel; the input C is summed before the kernel
+    // overwrites it.
+    RETURN_IF_ERROR(CudaStatus(kernels::LaunchAbftPrepare(abft_batch, st),
+                               "result check (input C)"));
+    RETURN_IF_ERROR(Record(ev[kPrepared], st));
+    RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(stream.side, ev[kPrepared]),
+                               "cudaStreamWaitEvent"));
+    RETURN_IF_ERROR(
+        CudaStatus(kernels::LaunchAbftPredict(abft_batch, stream.side),
+                   "result check (predictions)"));
+    RETURN_IF_ERROR(Record(ev[kPredicted], stream.side));
   }
   RETURN_IF_ERROR(LaunchPacked(kernel, problem, packed, st));
   RETURN_IF_ERROR(Record(ev[kComputed], st));
@@ -468,6 +484,8 @@ absl::StatusOr<std::vector<abft::Verdict>> RunChunk(
     RETURN_IF_ERROR(WaitAndRecordTimings(chunk, device, stream, false));
     return verdicts;
   }
+  RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(st, ev[kPredicted]),
+                             "cudaStreamWaitEvent"));
   RETURN_IF_ERROR(CudaStatus(kernels::LaunchAbftJudge(abft_batch, st),
                              "result check (verdict)"));
   RETURN_IF_ERROR(Record(ev[kJudged], st));

@@ -26,9 +26,10 @@
 // with UNAVAILABLE. No result is ever taken from a failed device.
 //
 // A job with JobSpec::check is checked on its device (ABFT:
-// kernels/abft_checksums.h, common/abft.h): the predictions from A, B and
-// C_in before the kernel, C's sums and the verdict after it, in the same
-// stream and batch. With beta = 0, C comes back with the verdict; with beta
+// kernels/abft_checksums.h, common/abft.h): the input C's sums before the
+// kernel, the predictions from A and B beside it (on the stream's side
+// stream: they only read A and B), C's sums and the verdict after it. With beta
+// = 0, C comes back with the verdict; with beta
 // != 0, C comes back once the verdict passed, so a failing job keeps its
 // input C on the host. A job that fails runs again alone on another kernel
 // (cuBLAS, or the best own kernel when cuBLAS gave the bad result) and on
