@@ -136,7 +136,7 @@ class GemmClient:
 
     def gemm(self, a: Any, b: Any, c: Any = None, *, alpha: float = 1.0,
              beta: float = 0.0, trans_a: bool = False, trans_b: bool = False,
-             kernel: str = "auto") -> Result:
+             kernel: str = "auto", check: str = "default") -> Result:
         """Computes C = alpha * op(a) @ op(b) + beta * c and waits for it.
 
         a, b and c are anything numpy turns into float32 matrices (copied
@@ -144,19 +144,23 @@ class GemmClient:
         x.T when trans_x is set, so a is M x K (K x M with trans_a) and b
         K x N (N x K with trans_b). c (M x N) is needed when beta is not 0,
         and neither read nor sent when it is 0. kernel is "auto" or a name
-        from info().kernels.
+        from info().kernels. check asks the server to check the result
+        before returning it: "abft" (row and column checksums; a result
+        that fails is re-run, never returned, and timing.check says what
+        happened), "off", or "default" (the server's --check-min-gflop).
 
         Raises ValueError for shapes that do not fit, before anything is
         sent, and GemmError when the server or the call fails.
         """
         return self.gemm_async(a, b, c, alpha=alpha, beta=beta,
                                trans_a=trans_a, trans_b=trans_b,
-                               kernel=kernel).result()
+                               kernel=kernel, check=check).result()
 
     def gemm_async(self, a: Any, b: Any, c: Any = None, *,
                    alpha: float = 1.0, beta: float = 0.0,
                    trans_a: bool = False, trans_b: bool = False,
-                   kernel: str = "auto") -> "Future[Result]":
+                   kernel: str = "auto",
+                   check: str = "default") -> "Future[Result]":
         """gemm() without waiting: the future gets the Result or a
         GemmError, on one of gRPC's threads (or a stream's reader thread).
         ValueError is raised at once. Many jobs may be in flight; for many
@@ -164,7 +168,7 @@ class GemmClient:
         job larger than max_unary_bytes unchanged until its future is
         done: they are read as its chunks are sent."""
         job = Job(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a,
-                  trans_b=trans_b, kernel=kernel)
+                  trans_b=trans_b, kernel=kernel, check=check)
         if max(job.operand_bytes, job.result_bytes) > self._max_unary_bytes:
             # A call of its own, which ends with the job.
             stream = self.stream()

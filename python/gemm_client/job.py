@@ -7,7 +7,7 @@ operand chunks) for GemmStream. ResultAssembly puts a streamed result back
 together. Internal to the package; GemmClient and JobStream use them.
 
     job = Job(a, b, None, alpha=1.0, beta=0.0, trans_a=False,
-              trans_b=False, kernel="auto")
+              trans_b=False, kernel="auto", check="default")
     messages = list(job.stream_messages(job_id=1, chunk_bytes=1 << 20))
 """
 
@@ -22,6 +22,9 @@ from gemm_client.results import GemmError, Timing
 
 # The wire's element type: raw little-endian float32 (proto/gemm.proto).
 WIRE_FLOAT = np.dtype("<f4")
+# GemmParams.check by name.
+_CHECKS = {"default": gemm_pb2.CHECK_DEFAULT, "abft": gemm_pb2.CHECK_ABFT,
+           "off": gemm_pb2.CHECK_OFF}
 # The GemmRequest field of each operand.
 _FIELD = {gemm_pb2.OPERAND_A: "a", gemm_pb2.OPERAND_B: "b",
           gemm_pb2.OPERAND_C: "c"}
@@ -46,7 +49,11 @@ class Job:
     """
 
     def __init__(self, a: Any, b: Any, c: Any, *, alpha: float, beta: float,
-                 trans_a: bool, trans_b: bool, kernel: str) -> None:
+                 trans_a: bool, trans_b: bool, kernel: str,
+                 check: str = "default") -> None:
+        if check not in _CHECKS:
+            raise ValueError(
+                f"check must be one of {', '.join(_CHECKS)}, got {check!r}")
         a = _as_matrix("a", a)
         b = _as_matrix("b", b)
         # BLAS shapes: op(A) is M x K, op(B) is K x N; a transposed operand
@@ -75,7 +82,7 @@ class Job:
             c = None
         self.params = gemm_pb2.GemmParams(
             m=m, n=n, k=k, trans_a=trans_a, trans_b=trans_b, alpha=alpha,
-            beta=beta, kernel=kernel)
+            beta=beta, kernel=kernel, check=_CHECKS[check])
         self.operands = [(gemm_pb2.OPERAND_A, a), (gemm_pb2.OPERAND_B, b)]
         if c is not None:
             self.operands.append((gemm_pb2.OPERAND_C, c))

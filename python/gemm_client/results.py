@@ -38,6 +38,9 @@ class Timing:
     """The device that ran it, e.g. "cpu" or "cuda:0 NVIDIA H200"."""
     gflops: float
     """2*M*N*K over the compute time (this job's share of a batch)."""
+    check: gemm_pb2.CheckRecord
+    """The result check (check="abft"): ran, ms, mismatches, worst_ratio,
+    unchecked_lines and detail, as gemm.v1.CheckRecord."""
 
     @classmethod
     def from_proto(cls, timing: gemm_pb2.Timing) -> "Timing":
@@ -45,7 +48,7 @@ class Timing:
                    compute_ms=timing.compute_ms, d2h_ms=timing.d2h_ms,
                    server_ms=timing.server_ms, batch_size=timing.batch_size,
                    kernel=timing.kernel, device=timing.device,
-                   gflops=timing.gflops)
+                   gflops=timing.gflops, check=timing.check)
 
 
 @dataclass(frozen=True)

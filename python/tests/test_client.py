@@ -210,6 +210,21 @@ class ClientTest(unittest.TestCase):
         case.check(self, result)
         self.assertEqual(result.timing.kernel, kernel)
 
+    def test_a_checked_result_says_so(self):
+        case = Case(self.rng, 70, 50, 90)
+        with self.client.stream() as stream:
+            streamed = case.run(stream.submit, check="abft")
+        for result in (case.run(self.client.gemm, check="abft"),
+                       streamed.result()):
+            case.check(self, result)
+            self.assertTrue(result.timing.check.ran)
+            self.assertEqual(result.timing.check.mismatches, 0)
+            self.assertLessEqual(result.timing.check.worst_ratio, 1.0)
+        unchecked = case.run(self.client.gemm, check="off")
+        self.assertFalse(unchecked.timing.check.ran)
+        with self.assertRaises(ValueError):
+            case.run(self.client.gemm, check="sometimes")
+
     def test_timings(self):
         case = Case(self.rng, 200, 300, 400)
         with self.client.stream() as stream:
