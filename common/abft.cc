@@ -19,18 +19,33 @@ void Count(double ratio, uint64_t line, Verdict& v) {
   }
 }
 
-Line LineAt(const double* scratch, uint64_t (Layout::*base)(int) const,
-            const Layout& layout, uint64_t index) {
-  Line line;
-  line.actual = scratch[(layout.*base)(Layout::kActual) + index];
-  line.ab = scratch[(layout.*base)(Layout::kAb) + index];
-  line.ab_abs = scratch[(layout.*base)(Layout::kAbAbs) + index];
-  line.c_in = scratch[(layout.*base)(Layout::kCIn) + index];
-  line.c_in_abs = scratch[(layout.*base)(Layout::kCInAbs) + index];
-  return line;
+}  // namespace
+
+Line LineOf(const GemmProblem& p, const double* scratch, uint64_t line,
+            uint32_t* length) {
+  const Layout l(p);
+  const bool is_row = line < p.m;
+  const uint64_t i = is_row ? line : line - p.m;
+  auto at = [&](int field) {
+    return scratch[(is_row ? l.row(field) : l.col(field)) + i];
+  };
+  *length = is_row ? p.n : p.m;
+  Line ln;
+  ln.actual = at(Layout::kActual);
+  ln.ab = at(Layout::kAb);
+  ln.ab_abs = at(Layout::kAbAbs);
+  ln.c_in = at(Layout::kCIn);
+  ln.c_in_abs = at(Layout::kCInAbs);
+  return ln;
 }
 
-}  // namespace
+double Slack(const GemmProblem& p, const double* scratch, uint64_t line) {
+  uint32_t length = 0;
+  const Line ln = LineOf(p, scratch, line, &length);
+  const double error =
+      std::fabs(ln.actual - (p.alpha * ln.ab + p.beta * ln.c_in));
+  return error + Tolerance(ln, p.alpha, p.beta, p.k, length);
+}
 
 std::vector<Pass> OperandPasses(const GemmProblem& p, const float* a,
                                 const float* b, double* scratch) {
@@ -128,15 +143,11 @@ void Reduce2DOnHost(const Pass& p) {
 }
 
 Verdict JudgeAll(const GemmProblem& p, const double* scratch) {
-  const Layout l(p);
   Verdict v;
-  for (uint64_t i = 0; i < p.m; ++i) {
-    Count(Ratio(LineAt(scratch, &Layout::row, l, i), p.alpha, p.beta, p.k, p.n),
-          i, v);
-  }
-  for (uint64_t j = 0; j < p.n; ++j) {
-    Count(Ratio(LineAt(scratch, &Layout::col, l, j), p.alpha, p.beta, p.k, p.m),
-          p.m + j, v);
+  for (uint64_t line = 0; line < uint64_t{p.m} + p.n; ++line) {
+    uint32_t length = 0;
+    const Line ln = LineOf(p, scratch, line, &length);
+    Count(Ratio(ln, p.alpha, p.beta, p.k, length), line, v);
   }
   return v;
 }

@@ -181,6 +181,15 @@ struct Verdict {
   bool ok() const { return bad_lines == 0; }
 };
 
+// Line `line` (row i is i, column j is M + j) of a job's filled scratch,
+// with its length (N for a row, M for a column).
+Line LineOf(const GemmProblem& p, const double* scratch, uint64_t line,
+            uint32_t* length);
+
+// What line `line` may honestly be off its prediction by, plus its
+// tolerance: a change to one of its elements larger than this is caught.
+double Slack(const GemmProblem& p, const double* scratch, uint64_t line);
+
 // Judges every row and column from a job's filled scratch.
 Verdict JudgeAll(const GemmProblem& p, const double* scratch);
 

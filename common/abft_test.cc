@@ -172,26 +172,12 @@ TEST(AbftTest, BitFlipsAboveTheToleranceAreCaught) {
     job.Predict();
     ASSERT_TRUE(job.Judge().ok());
     const std::vector<float> clean = job.c;
-    const Layout l(job.p);
     const GemmProblem& p = job.p;
     const uint64_t at = rng() % p.c_elements();
     const uint32_t i = at / p.n, j = at % p.n;
     // The clean lines' honest errors and tolerances.
-    std::vector<double> s = job.scratch;
-    auto line_slack = [&](uint64_t (Layout::*base)(int) const, uint64_t index,
-                          uint32_t length) {
-      Line line;
-      line.actual = s[(l.*base)(Layout::kActual) + index];
-      line.ab = s[(l.*base)(Layout::kAb) + index];
-      line.ab_abs = s[(l.*base)(Layout::kAbAbs) + index];
-      line.c_in = s[(l.*base)(Layout::kCIn) + index];
-      line.c_in_abs = s[(l.*base)(Layout::kCInAbs) + index];
-      const double error =
-          std::fabs(line.actual - (p.alpha * line.ab + p.beta * line.c_in));
-      return Tolerance(line, p.alpha, p.beta, p.k, length) + error;
-    };
-    const double slack = std::min(line_slack(&Layout::row, i, p.n),
-                                  line_slack(&Layout::col, j, p.m));
+    const double slack = std::min(Slack(p, job.scratch.data(), i),
+                                  Slack(p, job.scratch.data(), p.m + j));
     for (int bit = 0; bit < 32; ++bit) {
       job.c = clean;
       uint32_t word;

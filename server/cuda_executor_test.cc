@@ -230,18 +230,7 @@ double Slack(const GemmProblem& p, const float* a, const float* b,
   }
   if (p.beta != 0.0f) abft::Reduce2DOnHost(abft::InputCPass(p, c_in, s.data()));
   abft::Reduce2DOnHost(abft::OutputCPass(p, c, s.data()));
-  const abft::Layout l(p);
-  const bool is_row = line < p.m;
-  const uint64_t i = is_row ? line : line - p.m;
-  auto at = [&](int field) {
-    return s[(is_row ? l.row(field) : l.col(field)) + i];
-  };
-  abft::Line ln{at(abft::Layout::kActual), at(abft::Layout::kAb),
-                at(abft::Layout::kAbAbs), at(abft::Layout::kCIn),
-                at(abft::Layout::kCInAbs)};
-  const double error =
-      std::fabs(ln.actual - (p.alpha * ln.ab + p.beta * ln.c_in));
-  return error + abft::Tolerance(ln, p.alpha, p.beta, p.k, is_row ? p.n : p.m);
+  return abft::Slack(p, s.data(), line);
 }
 
 // The check on the device catches every bit flip whose effect exceeds what

@@ -335,6 +335,12 @@ int RunServerMain(int argc, char** argv,
           ? "plaintext"
           : (options.tls_client_ca_file.empty() ? "TLS" : "mTLS"),
       options.token_file.empty() ? "" : ", tokens");
+  if (check_min_gflop > 0) {
+    spdlog::info(
+        "result checks (ABFT) for jobs of at least {} GFLOP, and for any job "
+        "that asks",
+        check_min_gflop);
+  }
   if ((*server)->metrics_port() != 0) {
     spdlog::info("metrics at http://{}/metrics (port {})",
                  options.metrics_listen, (*server)->metrics_port());
