@@ -56,6 +56,7 @@ v1::GemmParams ParamsOf(const GemmArgs& args) {
   params.set_kernel(args.kernel);
   params.set_timeout_ms(args.timeout_ms);
   params.set_check(args.check);
+  params.set_precision(args.precision);
   return params;
 }
 

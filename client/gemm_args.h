@@ -35,6 +35,10 @@ struct GemmArgs {
   // CHECK_DEFAULT leaves it to the server's --check-min-gflop. What the
   // check found comes back in Timing.check.
   v1::Check check = v1::CHECK_DEFAULT;
+  // The arithmetic the server may use (GemmParams.precision): float32
+  // unless the caller opts in to TF32 or BF16 Tensor Cores. Timing.precision
+  // says which ran.
+  v1::Precision precision = v1::PRECISION_DEFAULT;
   const float* a = nullptr;  // m*k floats (k*m when trans_a)
   const float* b = nullptr;  // k*n floats (n*k when trans_b)
   const float* c = nullptr;  // m*n floats; may be null when beta == 0

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
@@ -31,8 +32,14 @@ std::string FormatInfo(const std::string& server,
     }
     out += "\n";
   }
-  std::vector<std::string> kernels(info.kernels().begin(),
-                                   info.kernels().end());
+  std::vector<std::string> kernels;
+  for (const auto& k : info.kernel_details()) {
+    kernels.push_back(k.precision() == "fp32"
+                          ? k.name()
+                          : absl::StrCat(k.name(), " (", k.precision(), ")"));
+  }
+  if (kernels.empty())
+    kernels.assign(info.kernels().begin(), info.kernels().end());
   absl::StrAppendFormat(&out, "kernels  auto, %s\n",
                         absl::StrJoin(kernels, ", "));
   const auto& l = info.limits();

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/reference_gemm.h"
 #include "nlohmann/json.hpp"
@@ -80,10 +81,24 @@ absl::StatusOr<KernelTable> MeasureKernels(GemmClient* client,
   if (options.verify)
     want = ReferenceGemm(problem, a.data(), b.data(), nullptr);
   GemmArgs args{.problem = problem, .a = a.data(), .b = b.data()};
-  for (const std::string& kernel : info->kernels()) {
+  // Each kernel in its own arithmetic (Info's kernel_details; a server
+  // before them has float32 kernels only).
+  std::vector<std::pair<std::string, std::string>> kernels;
+  for (const auto& k : info->kernel_details()) {
+    kernels.emplace_back(k.name(), k.precision());
+  }
+  if (kernels.empty()) {
+    for (const std::string& k : info->kernels())
+      kernels.emplace_back(k, "fp32");
+  }
+  for (const auto& [kernel, precision] : kernels) {
     args.kernel = kernel;
+    args.precision = precision == "tf32"   ? v1::PRECISION_TF32
+                     : precision == "bf16" ? v1::PRECISION_BF16
+                                           : v1::PRECISION_FP32;
     table.rows.push_back(
         MeasureKernel(client, table.options, kernel, args, want));
+    table.rows.back().precision = precision;
   }
   // The yardstick: cuBLAS when the server has it, else the best kernel.
   table.base = "cublas";
@@ -123,7 +138,10 @@ std::string FormatKernelTableMarkdown(const KernelTable& table,
       continue;
     }
     absl::StrAppendFormat(
-        &out, "| %s | %.3f | %.3f | %.1f | %.3f | %.3f | %.3f |", row.kernel,
+        &out, "| %s | %.3f | %.3f | %.1f | %.3f | %.3f | %.3f |",
+        row.precision == "fp32"
+            ? row.kernel
+            : absl::StrCat(row.kernel, " (", row.precision, ")"),
         row.compute_ms, Tflops(o.problem, row.compute_ms),
         PercentOfBase(table, row), row.server_ms, row.client_ms,
         o.problem.flops() / row.client_ms / 1e9);
@@ -141,6 +159,7 @@ std::string FormatKernelTableJson(const KernelTable& table) {
   for (const KernelTable::Row& row : table.rows) {
     if (!row.failure.empty()) continue;
     kernels.push_back(Json{{"kernel", row.kernel},
+                           {"precision", row.precision},
                            {"compute_ms", row.compute_ms},
                            {"tflops", Tflops(problem, row.compute_ms)},
                            {"percent_of_base", PercentOfBase(table, row)},
@@ -157,8 +176,13 @@ std::string FormatKernelTableJson(const KernelTable& table) {
 
 bool AllKernelsPassed(const KernelTable& table) {
   for (const KernelTable::Row& row : table.rows) {
+    // float32 kernels to 1e-5; inputs rounded to TF32 or BF16, to what that
+    // rounding allows.
+    const double tolerance = row.precision == "tf32"   ? 5e-3
+                             : row.precision == "bf16" ? 3e-2
+                                                       : 1e-5;
     if (!row.failure.empty() ||
-        (table.options.verify && !(row.error <= 1e-5))) {
+        (table.options.verify && !(row.error <= tolerance))) {
       return false;
     }
   }

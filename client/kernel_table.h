@@ -35,6 +35,8 @@ struct KernelTableOptions {
 struct KernelTable {
   struct Row {
     std::string kernel;
+    // The arithmetic it computes in ("fp32", "tf32", "bf16").
+    std::string precision = "fp32";
     // Medians of the timed runs.
     double compute_ms = 0, server_ms = 0, client_ms = 0;
     // Relative error against float64 (with verify); -1 when not checked.

@@ -58,6 +58,8 @@ struct LoadOptions {
   std::string kernel = "auto";
   // The result check asked of every job (GemmParams.check).
   v1::Check check = v1::CHECK_DEFAULT;
+  // The arithmetic asked of the server (GemmParams.precision).
+  v1::Precision precision = v1::PRECISION_DEFAULT;
   // Jobs outstanding at once. In concurrency mode (rate == 0) it is the
   // number of closed-loop workers and must be at least 1; in rate mode 0
   // means no cap. Default 16.

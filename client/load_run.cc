@@ -213,6 +213,7 @@ void LoadRun::Dispatch(Dispatcher* d, Clock::time_point scheduled,
   GemmArgs args = operands.SharedArgs();
   args.kernel = options_.kernel;
   args.check = options_.check;
+  args.precision = options_.precision;
   args.timeout_ms = options_.job_timeout_ms;
   Call call = kStream;
   if (client_->WouldSplit(args)) {

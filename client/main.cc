@@ -115,6 +115,16 @@ const std::map<std::string, v1::Check> kCheckModes = {
     {"default", v1::CHECK_DEFAULT},
     {"abft", v1::CHECK_ABFT},
     {"off", v1::CHECK_OFF}};
+// --precision's values, as GemmParams.precision takes them.
+const std::map<std::string, v1::Precision> kPrecisions = {
+    {"fp32", v1::PRECISION_FP32},
+    {"fp32-tensor", v1::PRECISION_FP32_TENSOR},
+    {"tf32", v1::PRECISION_TF32},
+    {"bf16", v1::PRECISION_BF16}};
+constexpr char kPrecisionHelp[] =
+    "arithmetic the server may use: fp32 (strict float32, the default), "
+    "fp32-tensor (float32-accurate, Tensor Cores allowed), tf32 or bf16 "
+    "(inputs rounded, on Tensor Cores)";
 constexpr char kCheckHelp[] =
     "result check by the server: abft (row and column checksums; a result "
     "that fails is re-run, never returned), off, or default (the server's "
@@ -124,6 +134,7 @@ struct LoadFlags {
   std::string shapes = "128x128x128";
   std::string kernel = "auto";
   v1::Check check = v1::CHECK_DEFAULT;
+  v1::Precision precision = v1::PRECISION_DEFAULT;
   int concurrency = 16;
   double rate = 0;
   std::string arrivals = "constant";
@@ -148,6 +159,7 @@ int RunLoadTest(const CommonFlags& flags, const LoadFlags& l, bool rate_cap,
   options.shapes = *shapes;
   options.kernel = l.kernel;
   options.check = l.check;
+  options.precision = l.precision;
   options.rate = l.rate;
   // In rate mode the concurrency caps jobs outstanding only when given.
   options.concurrency = l.rate > 0 && !rate_cap ? 0 : l.concurrency;
@@ -319,6 +331,9 @@ int main(int argc, char** argv) {
   run->add_option("--check", run_options.check, kCheckHelp)
       ->transform(CLI::CheckedTransformer(kCheckModes, CLI::ignore_case))
       ->default_str("default");
+  run->add_option("--precision", run_options.precision, kPrecisionHelp)
+      ->transform(CLI::CheckedTransformer(kPrecisions, CLI::ignore_case))
+      ->default_str("fp32");
   run->add_option("--a", run_options.a_path, "A from a .npy file (sets M, K)");
   run->add_option("--b", run_options.b_path, "B from a .npy file (sets K, N)");
   run->add_option("--c", run_options.c_path,
@@ -347,6 +362,9 @@ int main(int argc, char** argv) {
   load->add_option("--check", load_flags.check, kCheckHelp)
       ->transform(CLI::CheckedTransformer(kCheckModes, CLI::ignore_case))
       ->default_str("default");
+  load->add_option("--precision", load_flags.precision, kPrecisionHelp)
+      ->transform(CLI::CheckedTransformer(kPrecisions, CLI::ignore_case))
+      ->default_str("fp32");
   CLI::Option* concurrency =
       load->add_option("-c,--concurrency", load_flags.concurrency,
                        "jobs outstanding (closed loop); with --rate, a cap "

@@ -81,6 +81,7 @@ absl::StatusOr<int> RunGemms(GemmClient* client, const RunOptions& options,
   args.kernel = options.kernel;
   args.timeout_ms = options.job_timeout_ms;
   args.check = options.check;
+  args.precision = options.precision;
   args.a = operands.a.data();
   args.b = operands.b.data();
   args.c = operands.c.empty() ? nullptr : operands.c.data();
@@ -109,12 +110,13 @@ absl::StatusOr<int> RunGemms(GemmClient* client, const RunOptions& options,
     absl::FPrintF(
         out,
         "run %d: client %.3f ms | server %.3f ms = queue %.3f + h2d %.3f + "
-        "compute %.3f + d2h %.3f | batch %u | %s on %s | %.1f GFLOP/s "
+        "compute %.3f + d2h %.3f | batch %u | %s (%s) on %s | %.1f GFLOP/s "
         "compute, %.1f end to end | %.1f MB moved",
         i + 1, client_ms, timing->server_ms(), timing->queue_ms(),
         timing->h2d_ms(), timing->compute_ms(), timing->d2h_ms(),
-        timing->batch_size(), timing->kernel(), timing->device(),
-        timing->gflops(), p.flops() / (client_ms * 1e6), mb_moved);
+        timing->batch_size(), timing->kernel(), timing->precision(),
+        timing->device(), timing->gflops(), p.flops() / (client_ms * 1e6),
+        mb_moved);
     if (timing->check().ran()) {
       const v1::CheckRecord& check = timing->check();
       absl::FPrintF(out,

@@ -44,6 +44,8 @@ struct RunOptions {
   uint32_t job_timeout_ms = 0;
   // The result check asked of the server (GemmParams.check).
   v1::Check check = v1::CHECK_DEFAULT;
+  // The arithmetic asked of the server (GemmParams.precision).
+  v1::Precision precision = v1::PRECISION_DEFAULT;
 };
 
 // The job's problem, with sizes from the files, and its operands.

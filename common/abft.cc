@@ -142,12 +142,13 @@ void Reduce2DOnHost(const Pass& p) {
   }
 }
 
-Verdict JudgeAll(const GemmProblem& p, const double* scratch) {
+Verdict JudgeAll(const GemmProblem& p, const double* scratch,
+                 double input_roundoff) {
   Verdict v;
   for (uint64_t line = 0; line < uint64_t{p.m} + p.n; ++line) {
     uint32_t length = 0;
     const Line ln = LineOf(p, scratch, line, &length);
-    Count(Ratio(ln, p.alpha, p.beta, p.k, length), line, v);
+    Count(Ratio(ln, p.alpha, p.beta, p.k, length, input_roundoff), line, v);
   }
   return v;
 }

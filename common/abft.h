@@ -67,14 +67,20 @@ struct Line {
 
 // What the check allows for one line of `length` elements (N for a row, M
 // for a column) of a product with inner dimension `k`.
+// `input_roundoff` is the relative error of converting an input to the
+// precision that ran (common/precision.h's InputUnitRoundoff; 0 for
+// float32): each product of converted inputs is then off by up to
+// (1 + input_roundoff)^2 - 1 before the float32 sums.
 GEMM_ABFT_HD inline double Tolerance(const Line& line, double alpha,
-                                     double beta, uint32_t k, uint32_t length) {
+                                     double beta, uint32_t k, uint32_t length,
+                                     double input_roundoff = 0.0) {
   const double u = kFloatUnitRoundoff;
   // Roundings along one element's path: K products and sums in any order,
   // then alpha's scaling, beta's scaling and the final addition, with room
   // for a split-K reduction's few extra additions.
   const double n = static_cast<double>(k) + 8.0;
-  const double gamma = n * u / (1.0 - n * u);
+  const double inputs = (1.0 + input_roundoff) * (1.0 + input_roundoff);
+  const double gamma = inputs * (1.0 + n * u / (1.0 - n * u)) - 1.0;
   const double magnitude = (alpha < 0 ? -alpha : alpha) * line.ab_abs +
                            (beta < 0 ? -beta : beta) * line.c_in_abs;
   // float64's error in the check's own sums: each side adds up about
@@ -94,9 +100,11 @@ GEMM_ABFT_HD inline double Tolerance(const Line& line, double alpha,
 // line whose elements could overflow float32); +infinity when C holds a
 // NaN or infinity the operands do not explain.
 GEMM_ABFT_HD inline double Ratio(const Line& line, double alpha, double beta,
-                                 uint32_t k, uint32_t length) {
+                                 uint32_t k, uint32_t length,
+                                 double input_roundoff = 0.0) {
   const double expected = alpha * line.ab + beta * line.c_in;
-  const double tolerance = Tolerance(line, alpha, beta, k, length);
+  const double tolerance =
+      Tolerance(line, alpha, beta, k, length, input_roundoff);
   // x - x != 0 exactly when x is NaN or infinite.
   if (expected - expected != 0 || tolerance - tolerance != 0) return -1;
   // Some element of the line may exceed float32's range: an infinity in C
@@ -191,7 +199,8 @@ Line LineOf(const GemmProblem& p, const double* scratch, uint64_t line,
 double Slack(const GemmProblem& p, const double* scratch, uint64_t line);
 
 // Judges every row and column from a job's filled scratch.
-Verdict JudgeAll(const GemmProblem& p, const double* scratch);
+Verdict JudgeAll(const GemmProblem& p, const double* scratch,
+                 double input_roundoff = 0.0);
 
 // Reads the verdict slots (Layout::verdict() on) that the device's
 // comparison filled.

@@ -205,6 +205,47 @@ TEST(AbftTest, BitFlipsAboveTheToleranceAreCaught) {
   }
 }
 
+// Inputs converted to TF32 or BF16 (truncated, the worse of the two
+// conversions Tensor Cores may make) before float32 sums: the tolerance
+// with the precision's input error never fails them, the float32 one does.
+TEST(AbftTest, RoundedInputsPassWithTheirPrecisionsTolerance) {
+  std::mt19937_64 rng(29);
+  int fp32_failures = 0;
+  for (const auto& [bits, roundoff] :
+       {std::pair{13, 1.0 / (1 << 10)}, std::pair{16, 1.0 / (1 << 7)}}) {
+    for (int trial = 0; trial < 300; ++trial) {
+      Job job =
+          RandomJob(rng, 60, trial % 2 ? Data::kUniform : Data::kWideRange);
+      job.Predict();  // from the caller's float32 operands
+      // The kernel sees the inputs with their low `bits` bits cleared.
+      auto truncate = [bits = bits](std::vector<float>& v) {
+        for (float& x : v) {
+          uint32_t w;
+          std::memcpy(&w, &x, 4);
+          w &= ~((1u << bits) - 1);
+          std::memcpy(&x, &w, 4);
+        }
+      };
+      const std::vector<float> a = job.a, b = job.b;
+      truncate(job.a);
+      truncate(job.b);
+      job.Run();
+      job.a = a, job.b = b;
+      const Layout l(job.p);
+      std::fill_n(job.scratch.begin() + l.row(Layout::kActual), job.p.m, 0.0);
+      std::fill_n(job.scratch.begin() + l.col(Layout::kActual), job.p.n, 0.0);
+      Reduce2DOnHost(OutputCPass(job.p, job.c.data(), job.scratch.data()));
+      const Verdict v = JudgeAll(job.p, job.scratch.data(), roundoff);
+      ASSERT_TRUE(v.ok()) << job.p.ToString() << " bits " << bits << " "
+                          << LineName(job.p, v.worst_line) << " at "
+                          << v.worst_ratio;
+      if (!JudgeAll(job.p, job.scratch.data()).ok()) ++fp32_failures;
+    }
+  }
+  // Without the input term, rounded inputs look like corruption.
+  EXPECT_GT(fp32_failures, 100);
+}
+
 TEST(AbftTest, NonFiniteOperandsLeaveLinesUnchecked) {
   std::mt19937_64 rng(19);
   Job job = RandomJob(rng, 1, Data::kUniform);

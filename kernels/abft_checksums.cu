@@ -182,8 +182,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 // Judges line blockIdx.x * blockDim.x + threadIdx.x (rows, then columns)
 // of member blockIdx.z into its verdict slots. blockDim.x is a multiple of
 // 32, and every lane takes part in its warp's reduction.
-__global__ void Compare(GemmProblem p, double* scratch,
-                        int64_t scratch_stride) {
+__global__ void Compare(GemmProblem p, double* scratch, int64_t scratch_stride,
+                        double input_roundoff) {
   const uint64_t line = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   const bool valid = line < uint64_t{p.m} + p.n;
   double* s = scratch + blockIdx.z * scratch_stride;
@@ -202,7 +202,8 @@ __global__ void Compare(GemmProblem p, double* scratch,
     ln.ab_abs = at(abft::Layout::kAbAbs);
     ln.c_in = at(abft::Layout::kCIn);
     ln.c_in_abs = at(abft::Layout::kCInAbs);
-    ratio = abft::Ratio(ln, p.alpha, p.beta, p.k, is_row ? p.n : p.m);
+    ratio = abft::Ratio(ln, p.alpha, p.beta, p.k, is_row ? p.n : p.m,
+                        input_roundoff);
   }
   // Non-negative floats order as their bits do.
   const bool judged = ratio >= 0;
@@ -302,7 +303,8 @@ cudaError_t LaunchAbftJudge(const AbftBatch& batch, cudaStream_t stream) {
     const dim3 grid((lines + kThreads - 1) / kThreads, 1,
                     std::min(kMaxGridZ, batch.count - first));
     Compare<<<grid, kThreads, 0, stream>>>(
-        p, batch.scratch + first * batch.stride_scratch, batch.stride_scratch);
+        p, batch.scratch + first * batch.stride_scratch, batch.stride_scratch,
+        batch.input_roundoff);
   }
   return cudaGetLastError();
 }

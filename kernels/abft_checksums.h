@@ -41,6 +41,9 @@ struct AbftBatch {
   int64_t stride_c = 0;
   double* scratch = nullptr;
   int64_t stride_scratch = 0;
+  // The relative error of converting an input to the precision the kernel
+  // computed in (common/precision.h's InputUnitRoundoff; 0 for float32).
+  double input_roundoff = 0.0;
 };
 
 // Zeroes the scratch and sums the input C (when beta is not 0): before the

@@ -23,6 +23,19 @@ struct CublasApi {
   decltype(&cublasSetMathMode) set_math_mode = nullptr;
   decltype(&cublasSgemm_v2) sgemm = nullptr;
   decltype(&cublasSgemmStridedBatched) sgemm_strided_batched = nullptr;
+  // cublas_api.h also has C++ overloads of these (with a cudaDataType
+  // compute type); the pointers name the C entry points' types.
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t,
+                            cublasOperation_t, int, int, int, const void*,
+                            const void*, cudaDataType, int, const void*,
+                            cudaDataType, int, const void*, void*, cudaDataType,
+                            int, cublasComputeType_t,
+                            cublasGemmAlgo_t) = nullptr;
+  cublasStatus_t (*gemm_strided_batched_ex)(
+      cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+      const void*, const void*, cudaDataType, int, long long, const void*,
+      cudaDataType, int, long long, const void*, void*, cudaDataType, int,
+      long long, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
   decltype(&cublasGetStatusString) status_string = nullptr;
   decltype(&cublasGetProperty) get_property = nullptr;
 };
@@ -67,6 +80,9 @@ absl::StatusOr<CublasApi> OpenCublas() {
            Resolve(library, "cublasSgemm_v2", &api.sgemm),
            Resolve(library, "cublasSgemmStridedBatched",
                    &api.sgemm_strided_batched),
+           Resolve(library, "cublasGemmEx", &api.gemm_ex),
+           Resolve(library, "cublasGemmStridedBatchedEx",
+                   &api.gemm_strided_batched_ex),
            Resolve(library, "cublasGetStatusString", &api.status_string),
            Resolve(library, "cublasGetProperty", &api.get_property),
        }) {
@@ -134,13 +150,22 @@ cublasOperation_t Op(bool transposed) {
   return transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
 }
 
+// cuBLAS in one of its compute types: CUBLAS_COMPUTE_32F through
+// cublasSgemm (pure FP32), or the Tensor Core types that round float32
+// inputs (CUBLAS_COMPUTE_32F_FAST_TF32, _FAST_16BF) through cublasGemmEx.
+// The operands stay float32 in memory either way.
 class CublasSgemmKernel final : public SgemmKernel {
  public:
-  std::string_view name() const override { return "cublas"; }
-  std::string_view description() const override {
-    return "cuBLAS SGEMM (pure FP32, CUBLAS_DEFAULT_MATH), strided-batched for "
-           "batches";
-  }
+  CublasSgemmKernel(std::string name, std::string description,
+                    Precision precision, cublasComputeType_t compute)
+      : name_(std::move(name)),
+        description_(std::move(description)),
+        precision_(precision),
+        compute_(compute) {}
+
+  std::string_view name() const override { return name_; }
+  std::string_view description() const override { return description_; }
+  Precision precision() const override { return precision_; }
 
   absl::Status CanImplement(const SgemmArgs& args) const override {
     if (absl::Status status = ValidateSgemmArgs(args); !status.ok())
@@ -183,7 +208,21 @@ class CublasSgemmKernel final : public SgemmKernel {
             : std::max<int64_t>({args.lda, 1, args.trans_a ? args.m : args.k}));
     const int ldc = static_cast<int>(args.ldc);
     cublasStatus_t status;
-    if (args.batch_count == 1) {
+    if (compute_ != CUBLAS_COMPUTE_32F) {
+      // float32 in and out; cuBLAS rounds the inputs for the Tensor Cores.
+      if (args.batch_count == 1) {
+        status = api->gemm_ex(
+            *handle, Op(args.trans_b), Op(args.trans_a), args.n, args.m, args.k,
+            &args.alpha, args.b, CUDA_R_32F, ldb, args.a, CUDA_R_32F, lda,
+            &args.beta, args.c, CUDA_R_32F, ldc, compute_, CUBLAS_GEMM_DEFAULT);
+      } else {
+        status = api->gemm_strided_batched_ex(
+            *handle, Op(args.trans_b), Op(args.trans_a), args.n, args.m, args.k,
+            &args.alpha, args.b, CUDA_R_32F, ldb, args.stride_b, args.a,
+            CUDA_R_32F, lda, args.stride_a, &args.beta, args.c, CUDA_R_32F, ldc,
+            args.stride_c, args.batch_count, compute_, CUBLAS_GEMM_DEFAULT);
+      }
+    } else if (args.batch_count == 1) {
       status = api->sgemm(*handle, Op(args.trans_b), Op(args.trans_a), args.n,
                           args.m, args.k, &args.alpha, args.b, ldb, args.a, lda,
                           &args.beta, args.c, ldc);
@@ -197,12 +236,37 @@ class CublasSgemmKernel final : public SgemmKernel {
       return s;
     return CudaStatus(cudaGetLastError(), "cublasSgemm launch");
   }
+
+ private:
+  const std::string name_;
+  const std::string description_;
+  const Precision precision_;
+  const cublasComputeType_t compute_;
 };
 
 }  // namespace
 
 std::unique_ptr<SgemmKernel> MakeCublasSgemmKernel() {
-  return std::make_unique<CublasSgemmKernel>();
+  return std::make_unique<CublasSgemmKernel>(
+      "cublas",
+      "cuBLAS SGEMM (pure FP32, CUBLAS_DEFAULT_MATH), strided-batched for "
+      "batches",
+      Precision::kFp32, CUBLAS_COMPUTE_32F);
+}
+
+std::vector<std::unique_ptr<SgemmKernel>> MakeCublasTensorCoreKernels() {
+  std::vector<std::unique_ptr<SgemmKernel>> kernels;
+  kernels.push_back(std::make_unique<CublasSgemmKernel>(
+      "cublas-tf32",
+      "cuBLAS GEMM, float32 in and out, inputs rounded to TF32 on Tensor "
+      "Cores (CUBLAS_COMPUTE_32F_FAST_TF32)",
+      Precision::kTf32, CUBLAS_COMPUTE_32F_FAST_TF32));
+  kernels.push_back(std::make_unique<CublasSgemmKernel>(
+      "cublas-bf16",
+      "cuBLAS GEMM, float32 in and out, inputs rounded to BF16 on Tensor "
+      "Cores (CUBLAS_COMPUTE_32F_FAST_16BF)",
+      Precision::kBf16, CUBLAS_COMPUTE_32F_FAST_16BF));
+  return kernels;
 }
 
 absl::StatusOr<std::string> CublasVersion() {

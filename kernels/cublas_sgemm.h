@@ -1,5 +1,7 @@
 // cuBLAS as one more SgemmKernel ("cublas"): the yardstick the chapter's
-// kernels are measured against, and a production path for the server.
+// kernels are measured against, and a production path for the server; and
+// its Tensor Core compute types as "cublas-tf32" and "cublas-bf16", for
+// callers that opt in to rounded inputs (GemmParams.precision).
 //
 // Row-major problems go through the transpose identity: row-major C (m x n)
 // is column-major C^T, and C^T = op(B)^T op(A)^T, so cuBLAS gets B first.
@@ -18,6 +20,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kernels/sgemm.h"
@@ -25,6 +28,10 @@
 namespace gemm::kernels {
 
 std::unique_ptr<SgemmKernel> MakeCublasSgemmKernel();
+
+// "cublas-tf32" and "cublas-bf16": cuBLAS's Tensor Core compute types on
+// float32 operands (common/precision.h), through cublasGemmEx.
+std::vector<std::unique_ptr<SgemmKernel>> MakeCublasTensorCoreKernels();
 
 // "major.minor.patch" of the cuBLAS that Launch uses, loading it if needed.
 absl::StatusOr<std::string> CublasVersion();

@@ -125,6 +125,9 @@ const KernelRegistry& KernelRegistry::Global() {
     auto* r = new KernelRegistry;
     std::vector<std::unique_ptr<SgemmKernel>> kernels = MakeChapterKernels();
     kernels.push_back(MakeCublasSgemmKernel());
+    for (auto& kernel : MakeCublasTensorCoreKernels()) {
+      kernels.push_back(std::move(kernel));
+    }
     for (auto& kernel : kernels)
       r->Register(std::move(kernel)).IgnoreError();  // names are distinct
     return r;

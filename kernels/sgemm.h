@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "common/gemm_problem.h"
+#include "common/precision.h"
 #include "kernels/sgemm_args.h"
 
 namespace gemm::kernels {
@@ -38,6 +39,8 @@ class SgemmKernel {
   virtual ~SgemmKernel() = default;
   virtual std::string_view name() const = 0;         // "v5", "cublas", ...
   virtual std::string_view description() const = 0;  // one line
+  // The arithmetic it computes in (common/precision.h).
+  virtual Precision precision() const { return Precision::kFp32; }
   // OK when Launch can run `args`; INVALID_ARGUMENT (or UNIMPLEMENTED for a
   // shape outside this kernel's limits) otherwise. Launches nothing.
   virtual absl::Status CanImplement(const SgemmArgs& args) const = 0;

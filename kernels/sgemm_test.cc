@@ -36,7 +36,8 @@ SgemmArgs ValidArgs() {
 TEST(KernelRegistryTest, NamesInTeachingOrder) {
   EXPECT_EQ(KernelRegistry::Global().Names(),
             (std::vector<std::string>{"v0", "v1", "v2", "v3", "v4", "v5", "v6",
-                                      "v7", "v7-64x64", "v8", "cublas"}));
+                                      "v7", "v7-64x64", "v8", "cublas",
+                                      "cublas-tf32", "cublas-bf16"}));
 }
 
 TEST(KernelRegistryTest, FindKnownAndUnknown) {
@@ -46,6 +47,10 @@ TEST(KernelRegistryTest, FindKnownAndUnknown) {
     ASSERT_NE(kernel, nullptr) << name;
     EXPECT_EQ(kernel->name(), name);
     EXPECT_FALSE(kernel->description().empty());
+    const Precision want = name == "cublas-tf32"   ? Precision::kTf32
+                           : name == "cublas-bf16" ? Precision::kBf16
+                                                   : Precision::kFp32;
+    EXPECT_EQ(kernel->precision(), want) << name;
   }
   EXPECT_EQ(registry.Find("v99"), nullptr);
   EXPECT_EQ(registry.Find(""), nullptr);

@@ -17,8 +17,9 @@ class RecordingExecutor final : public Executor {
   absl::string_view backend() const override { return "test"; }
   std::vector<DeviceDescription> devices() const override { return {}; }
   std::vector<std::string> kernels() const override { return {"k"}; }
-  absl::StatusOr<std::string> ResolveKernel(const GemmProblem&,
-                                            absl::string_view) const override {
+  absl::StatusOr<std::string> ResolveKernel(
+      const GemmProblem&, absl::string_view,
+      Precision = Precision::kFp32) const override {
     return std::string("k");
   }
   absl::Status Execute(const Batch& batch) override {

@@ -56,9 +56,20 @@ std::vector<DeviceDescription> CpuExecutor::devices() const {
 
 std::vector<std::string> CpuExecutor::kernels() const { return {kKernelName}; }
 
+std::vector<KernelDescription> CpuExecutor::kernel_details() const {
+  return {KernelDescription{kKernelName, Precision::kFp32,
+                            "OpenBLAS cblas_sgemm on the host"}};
+}
+
 absl::StatusOr<std::string> CpuExecutor::ResolveKernel(
-    const GemmProblem& problem, absl::string_view requested) const {
+    const GemmProblem& problem, absl::string_view requested,
+    Precision precision) const {
   (void)problem;
+  if (!KernelMayServe(Precision::kFp32, precision)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "params.precision: the cpu backend computes in fp32 only, not ",
+        std::string(PrecisionName(precision)), "; ask for PRECISION_FP32"));
+  }
   if (requested.empty() || requested == "auto" || requested == kKernelName) {
     return std::string(kKernelName);
   }

@@ -43,8 +43,12 @@ class CpuExecutor final : public Executor {
   absl::string_view backend() const override { return "cpu"; }
   std::vector<DeviceDescription> devices() const override;
   std::vector<std::string> kernels() const override;
+  std::vector<KernelDescription> kernel_details() const override;
+  // Float32, and the float32-accurate Tensor Core mode, which float32
+  // serves; UNIMPLEMENTED for TF32 and BF16.
   absl::StatusOr<std::string> ResolveKernel(
-      const GemmProblem& problem, absl::string_view requested) const override;
+      const GemmProblem& problem, absl::string_view requested,
+      Precision precision = Precision::kFp32) const override;
   absl::Status Execute(const Batch& batch) override;
   void SetResultCorrupterForTesting(ResultCorrupter corrupter) override {
     corrupter_ = std::move(corrupter);

@@ -348,16 +348,56 @@ std::vector<std::string> CudaExecutor::kernels() const {
   return KernelRegistry::Global().Names();
 }
 
+std::vector<KernelDescription> CudaExecutor::kernel_details() const {
+  std::vector<KernelDescription> details;
+  for (const std::string& name : kernels()) {
+    const SgemmKernel* kernel = KernelRegistry::Global().Find(name);
+    details.push_back(KernelDescription{name, kernel->precision(),
+                                        std::string(kernel->description())});
+  }
+  return details;
+}
+
+Precision CudaExecutor::KernelPrecision(absl::string_view name) const {
+  const SgemmKernel* kernel = KernelRegistry::Global().Find(std::string(name));
+  return kernel != nullptr ? kernel->precision() : Precision::kFp32;
+}
+
 absl::StatusOr<std::string> CudaExecutor::ResolveKernel(
-    const GemmProblem& shape, absl::string_view requested) const {
+    const GemmProblem& shape, absl::string_view requested,
+    Precision precision) const {
   const uint64_t needed = DeviceBytes(shape);
   if (needed > smallest_budget_) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "job %s needs %d bytes of device memory; the device budget is %d",
         shape.ToString(), needed, smallest_budget_));
   }
-  if (requested.empty() || requested == "auto") return policy_.Choose(shape);
-  if (KernelRegistry::Global().Find(std::string(requested)) != nullptr) {
+  if (requested.empty() || requested == "auto") {
+    if (KernelMayServe(Precision::kFp32, precision)) {
+      return policy_.Choose(shape);
+    }
+    for (const std::string& name : kernels()) {
+      if (KernelRegistry::Global().Find(name)->precision() == precision) {
+        return name;
+      }
+    }
+    return absl::UnimplementedError(
+        absl::StrCat("params.precision: no kernel of the cuda backend "
+                     "computes in ",
+                     std::string(PrecisionName(precision))));
+  }
+  if (const SgemmKernel* kernel =
+          KernelRegistry::Global().Find(std::string(requested));
+      kernel != nullptr) {
+    if (!KernelMayServe(kernel->precision(), precision)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "params.kernel: '", requested, "' computes in ",
+          std::string(PrecisionName(kernel->precision())),
+          " but params.precision asks for ",
+          std::string(PrecisionName(precision)),
+          "; set params.precision to match, or name another kernel (Info's "
+          "kernel_details give each kernel's precision)"));
+    }
     return std::string(requested);
   }
   return absl::InvalidArgumentError(
@@ -445,12 +485,17 @@ absl::StatusOr<std::vector<abft::Verdict>> RunChunk(
   const bool checked = packed.checked();
   kernels::AbftBatch abft_batch;
   if (checked) {
-    abft_batch = kernels::AbftBatch{
-        problem,        chunk.count,
-        packed.a,       static_cast<int64_t>(packed.stride_a),
-        packed.b,       static_cast<int64_t>(packed.stride_b),
-        packed.c,       static_cast<int64_t>(packed.stride_c),
-        packed.scratch, static_cast<int64_t>(packed.stride_scratch)};
+    abft_batch = kernels::AbftBatch{problem,
+                                    chunk.count,
+                                    packed.a,
+                                    static_cast<int64_t>(packed.stride_a),
+                                    packed.b,
+                                    static_cast<int64_t>(packed.stride_b),
+                                    packed.c,
+                                    static_cast<int64_t>(packed.stride_c),
+                                    packed.scratch,
+                                    static_cast<int64_t>(packed.stride_scratch),
+                                    InputUnitRoundoff(kernel.precision())};
   }
   RETURN_IF_ERROR(Record(ev[kStart], st));
   RETURN_IF_ERROR(CopyOperandsIn(chunk, problem, packed, st));
@@ -471,6 +516,9 @@ absl::StatusOr<std::vector<abft::Verdict>> RunChunk(
   }
   RETURN_IF_ERROR(LaunchPacked(kernel, problem, packed, st));
   RETURN_IF_ERROR(Record(ev[kComputed], st));
+  for (int i = 0; i < chunk.count; ++i) {
+    chunk.job(i).timing().precision = kernel.precision();
+  }
   if (corrupter) {
     for (int i = 0; i < chunk.count; ++i) {
       corrupter(

@@ -75,8 +75,14 @@ class CudaExecutor final : public Executor {
   absl::string_view backend() const override { return "cuda"; }
   std::vector<DeviceDescription> devices() const override;
   std::vector<std::string> kernels() const override;
+  std::vector<KernelDescription> kernel_details() const override;
+  // "auto" chooses by shape among the float32 kernels (DispatchPolicy) for
+  // float32 and the float32-accurate Tensor Core mode, and is cuBLAS's
+  // Tensor Core entry for TF32 and BF16.
   absl::StatusOr<std::string> ResolveKernel(
-      const GemmProblem& problem, absl::string_view requested) const override;
+      const GemmProblem& problem, absl::string_view requested,
+      Precision precision = Precision::kFp32) const override;
+  Precision KernelPrecision(absl::string_view kernel) const override;
   absl::Status Execute(const Batch& batch) override;
 
   // Pinned host storage for jobs; lives as long as the executor.

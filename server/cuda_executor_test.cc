@@ -22,6 +22,18 @@ namespace {
 
 constexpr double kTolerance = 1e-5;
 
+// What a job's result may be off by, from the arithmetic that ran it.
+double ToleranceOf(const GemmJob& job) {
+  switch (job.timing().precision) {
+    case Precision::kTf32:
+      return 5e-3;
+    case Precision::kBf16:
+      return 3e-2;
+    default:
+      return kTolerance;
+  }
+}
+
 GemmProblem Shape(uint32_t m, uint32_t n, uint32_t k, bool ta = false,
                   bool tb = false) {
   return GemmProblem{m, n, k, ta, tb};
@@ -91,8 +103,11 @@ class CudaExecutorTest : public ::testing::Test {
     for (TestJob& t : jobs) {
       const GemmJob& job = *t.job;
       const double error = RelativeFrobeniusError(job.c(), t.want);
-      EXPECT_LE(error, kTolerance) << job.problem().ToString() << " kernel "
-                                   << job.kernel() << " batch " << batch.size();
+      EXPECT_EQ(job.timing().precision,
+                executor_->KernelPrecision(job.kernel()));
+      EXPECT_LE(error, ToleranceOf(job))
+          << job.problem().ToString() << " kernel " << job.kernel() << " batch "
+          << batch.size();
       EXPECT_FALSE(std::isnan(error));
       EXPECT_EQ(job.timing().device.rfind("cuda:", 0), 0u)
           << job.timing().device;
@@ -308,6 +323,30 @@ TEST_F(CudaExecutorTest, TheCheckCatchesEveryFlipAboveItsSlack) {
     }
   }
   std::printf("caught %d of %d flips\n", caught, flips);
+}
+
+// auto chooses within the precision asked for; a named kernel must compute
+// in it (float32 kernels serve the float32-accurate Tensor Core mode).
+TEST_F(CudaExecutorTest, KernelsAreResolvedWithinTheirPrecision) {
+  const GemmProblem shape = Shape(512, 512, 512);
+  EXPECT_EQ(*executor_->ResolveKernel(shape, "auto", Precision::kTf32),
+            "cublas-tf32");
+  EXPECT_EQ(*executor_->ResolveKernel(shape, "auto", Precision::kBf16),
+            "cublas-bf16");
+  const auto tensor =
+      executor_->ResolveKernel(shape, "auto", Precision::kFp32Tensor);
+  ASSERT_TRUE(tensor.ok()) << tensor.status();
+  EXPECT_EQ(executor_->KernelPrecision(*tensor), Precision::kFp32);
+  EXPECT_EQ(*executor_->ResolveKernel(shape, "v6", Precision::kFp32Tensor),
+            "v6");
+  EXPECT_EQ(executor_->ResolveKernel(shape, "cublas-tf32").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      executor_->ResolveKernel(shape, "v6", Precision::kBf16).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  for (const KernelDescription& k : executor_->kernel_details()) {
+    EXPECT_FALSE(k.description.empty()) << k.name;
+  }
 }
 
 TEST_F(CudaExecutorTest, PinnedBlocksOverTheCapStayPageable) {

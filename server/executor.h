@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/precision.h"
 #include "server/gemm_job.h"
 
 namespace gemm::server {
@@ -52,6 +53,13 @@ struct ResultSite {
 // not. Production code never sets one.
 using ResultCorrupter = std::function<void(const ResultSite& site)>;
 
+// A kernel a job may name, and the arithmetic it computes in.
+struct KernelDescription {
+  std::string name;
+  Precision precision = Precision::kFp32;
+  std::string description;
+};
+
 // What a backend holds in memory now, for the metrics; empty on the CPU.
 struct MemoryUse {
   struct Device {
@@ -82,11 +90,27 @@ class Executor {
   virtual std::vector<DeviceDescription> devices() const = 0;
   // The names a job may ask for, besides "auto".
   virtual std::vector<std::string> kernels() const = 0;
+  // The same kernels with their precision; by default every one float32.
+  virtual std::vector<KernelDescription> kernel_details() const {
+    std::vector<KernelDescription> details;
+    for (std::string& name : kernels()) {
+      details.push_back(KernelDescription{std::move(name)});
+    }
+    return details;
+  }
 
-  // Maps a requested kernel ("auto", "" or a name) to the kernel that will
-  // run `problem`; INVALID_ARGUMENT for an unknown name.
+  // Maps a requested kernel ("auto", "" or a name) and precision to the
+  // kernel that will run `problem`: INVALID_ARGUMENT for an unknown name or
+  // a kernel of another precision, UNIMPLEMENTED for a precision no kernel
+  // of the backend computes in.
   virtual absl::StatusOr<std::string> ResolveKernel(
-      const GemmProblem& problem, absl::string_view requested) const = 0;
+      const GemmProblem& problem, absl::string_view requested,
+      Precision precision = Precision::kFp32) const = 0;
+  // The precision of a kernel from ResolveKernel.
+  virtual Precision KernelPrecision(absl::string_view kernel) const {
+    (void)kernel;
+    return Precision::kFp32;
+  }
 
   // Runs every job of `batch`: computes C in place and fills the timings
   // (all but queued and server, which the scheduler owns). A non-OK status
@@ -131,9 +155,16 @@ class ForwardingExecutor : public Executor {
   std::vector<std::string> kernels() const override {
     return inner_->kernels();
   }
+  std::vector<KernelDescription> kernel_details() const override {
+    return inner_->kernel_details();
+  }
   absl::StatusOr<std::string> ResolveKernel(
-      const GemmProblem& problem, absl::string_view requested) const override {
-    return inner_->ResolveKernel(problem, requested);
+      const GemmProblem& problem, absl::string_view requested,
+      Precision precision = Precision::kFp32) const override {
+    return inner_->ResolveKernel(problem, requested, precision);
+  }
+  Precision KernelPrecision(absl::string_view kernel) const override {
+    return inner_->KernelPrecision(kernel);
   }
   absl::Status Execute(const Batch& batch) override {
     return inner_->Execute(batch);

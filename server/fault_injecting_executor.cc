@@ -32,10 +32,23 @@ std::vector<std::string> FaultInjectingExecutor::kernels() const {
   return names;
 }
 
+std::vector<KernelDescription> FaultInjectingExecutor::kernel_details() const {
+  std::vector<KernelDescription> details = inner().kernel_details();
+  for (const std::string* added :
+       {&options_.fail_kernel, &options_.stuck_kernel}) {
+    if (!added->empty()) {
+      details.push_back(KernelDescription{
+          *added, Precision::kFp32, "fails as a broken device would (tests)"});
+    }
+  }
+  return details;
+}
+
 absl::StatusOr<std::string> FaultInjectingExecutor::ResolveKernel(
-    const GemmProblem& problem, absl::string_view requested) const {
+    const GemmProblem& problem, absl::string_view requested,
+    Precision precision) const {
   if (IsAdded(requested)) return std::string(requested);
-  return inner().ResolveKernel(problem, requested);
+  return inner().ResolveKernel(problem, requested, precision);
 }
 
 absl::Status FaultInjectingExecutor::Execute(const Batch& batch) {

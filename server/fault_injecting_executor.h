@@ -48,8 +48,10 @@ class FaultInjectingExecutor final : public ForwardingExecutor {
   std::vector<std::string> kernels() const override;
   // An added kernel resolves to itself; anything else as the inner
   // executor says.
+  std::vector<KernelDescription> kernel_details() const override;
   absl::StatusOr<std::string> ResolveKernel(
-      const GemmProblem& problem, absl::string_view requested) const override;
+      const GemmProblem& problem, absl::string_view requested,
+      Precision precision = Precision::kFp32) const override;
   // INTERNAL for a batch of the failing kernel (batches share one kernel);
   // a batch of the stuck kernel sleeps `stuck_for`, then fails so too; the
   // inner executor runs every other batch.

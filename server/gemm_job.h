@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/gemm_problem.h"
+#include "common/precision.h"
 #include "server/client_shares.h"
 
 namespace gemm::server {
@@ -66,6 +67,8 @@ struct JobTiming {
   uint32_t batch_size = 1;
   std::string device;
   JobCheck check;
+  // The arithmetic of the kernel whose result is returned.
+  Precision precision = Precision::kFp32;
 };
 
 // Counts the bytes of accepted, unfinished jobs against a limit. Thread-safe.

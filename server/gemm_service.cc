@@ -115,6 +115,12 @@ v1::InfoResponse GemmServiceImpl::Describe() const {
   for (const std::string& name : executor_->kernels()) {
     response.add_kernels(name);
   }
+  for (const KernelDescription& k : executor_->kernel_details()) {
+    v1::KernelInfo* info = response.add_kernel_details();
+    info->set_name(k.name);
+    info->set_precision(std::string(PrecisionName(k.precision)));
+    info->set_description(k.description);
+  }
   const ServiceLimits& l = options_.limits;
   v1::Limits* limits = response.mutable_limits();
   limits->set_max_dim(l.max_dim);

@@ -96,8 +96,29 @@ absl::StatusOr<JobSpec> ValidateParams(const v1::GemmParams& params,
         absl::StrCat("params.kernel: unknown kernel ",
                      QuoteClientText(params.kernel()), "; see Info's kernels"));
   }
+  Precision precision = Precision::kFp32;
+  switch (params.precision()) {
+    case v1::PRECISION_DEFAULT:
+    case v1::PRECISION_FP32:
+      break;
+    case v1::PRECISION_FP32_TENSOR:
+      precision = Precision::kFp32Tensor;
+      break;
+    case v1::PRECISION_TF32:
+      precision = Precision::kTf32;
+      break;
+    case v1::PRECISION_BF16:
+      precision = Precision::kBf16;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "params.precision: unknown value ",
+          static_cast<int>(params.precision()),
+          " (PRECISION_FP32 1, PRECISION_FP32_TENSOR 2, PRECISION_TF32 3, "
+          "PRECISION_BF16 4)"));
+  }
   ASSIGN_OR_RETURN(spec.kernel,
-                   executor.ResolveKernel(problem, params.kernel()));
+                   executor.ResolveKernel(problem, params.kernel(), precision));
   return spec;
 }
 

@@ -133,6 +133,29 @@ TEST_F(ValidationTest, TheCheckFollowsTheJobThenTheServerDefault) {
       ValidateParams(Params(4096, 4096, 4096), limits_, *executor_)->check);
 }
 
+// Float32 unless asked otherwise; the CPU backend serves the float32
+// modes and says plainly that it has no TF32 or BF16.
+TEST_F(ValidationTest, PrecisionIsTheCallersChoice) {
+  for (v1::Precision precision :
+       {v1::PRECISION_DEFAULT, v1::PRECISION_FP32, v1::PRECISION_FP32_TENSOR}) {
+    v1::GemmParams p = Params(4, 4, 4);
+    p.set_precision(precision);
+    auto spec = ValidateParams(p, limits_, *executor_);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_EQ(spec->kernel, "cpu");
+  }
+  for (v1::Precision precision : {v1::PRECISION_TF32, v1::PRECISION_BF16}) {
+    v1::GemmParams p = Params(4, 4, 4);
+    p.set_precision(precision);
+    ExpectError(ValidateParams(p, limits_, *executor_).status(),
+                absl::StatusCode::kUnimplemented, "params.precision");
+  }
+  v1::GemmParams unknown = Params(4, 4, 4);
+  unknown.set_precision(static_cast<v1::Precision>(9));
+  ExpectError(ValidateParams(unknown, limits_, *executor_).status(),
+              absl::StatusCode::kInvalidArgument, "params.precision");
+}
+
 TEST_F(ValidationTest, AnUnknownCheckIsInvalidArgument) {
   v1::GemmParams p = Params(4, 4, 4);
   p.set_check(static_cast<v1::Check>(7));

@@ -20,6 +20,7 @@ void FillTiming(const GemmJob& job, v1::Timing* timing) {
   timing->set_kernel(t.check.rerun_kernel.empty() ? job.kernel()
                                                   : t.check.rerun_kernel);
   timing->set_device(t.device);
+  timing->set_precision(std::string(PrecisionName(t.precision)));
   if (t.check.ran) {
     v1::CheckRecord* check = timing->mutable_check();
     check->set_ran(true);

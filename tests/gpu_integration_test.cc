@@ -133,6 +133,57 @@ TEST_F(GpuIntegrationTest, EveryKernelUnbatchedOnOddShapes) {
   }
 }
 
+// TF32 and BF16 only when asked for: auto then runs cuBLAS's Tensor Core
+// entry, the timing says so, the error is what the rounding allows, and
+// the result check (with the precision's tolerance) passes. Float32 stays
+// the default, also for a job that asks for the float32-accurate mode.
+TEST_F(GpuIntegrationTest, PrecisionIsTheCallersChoice) {
+  auto info = client_->Info();
+  ASSERT_TRUE(info.ok()) << info.status();
+  std::map<std::string, std::string> precision_of;
+  for (const auto& k : info->kernel_details())
+    precision_of[k.name()] = k.precision();
+  EXPECT_EQ(precision_of["cublas"], "fp32");
+  EXPECT_EQ(precision_of["v6"], "fp32");
+  EXPECT_EQ(precision_of["cublas-tf32"], "tf32");
+  EXPECT_EQ(precision_of["cublas-bf16"], "bf16");
+  struct Case {
+    v1::Precision precision;
+    const char* kernel;
+    const char* name;
+    double tolerance;
+  };
+  for (const Case& c :
+       {Case{v1::PRECISION_DEFAULT, "", "fp32", kTolerance},
+        Case{v1::PRECISION_FP32_TENSOR, "", "fp32", kTolerance},
+        Case{v1::PRECISION_TF32, "cublas-tf32", "tf32", 5e-3},
+        Case{v1::PRECISION_BF16, "cublas-bf16", "bf16", 3e-2}}) {
+    for (bool trans : {false, true}) {
+      TestJob job(333, 257, 1001, trans, !trans, 1.0f, trans ? 0.5f : 0.0f, 9);
+      job.args.precision = c.precision;
+      job.args.check = v1::CHECK_ABFT;
+      auto timing = client_->Gemm(job.args, job.out.data());
+      ASSERT_TRUE(timing.ok()) << c.name << ": " << timing.status();
+      EXPECT_EQ(timing->precision(), c.name);
+      if (*c.kernel != 0) EXPECT_EQ(timing->kernel(), c.kernel);
+      EXPECT_LE(job.Error(), c.tolerance) << c.name;
+      EXPECT_TRUE(timing->check().ran());
+      EXPECT_EQ(timing->check().mismatches(), 0u) << timing->check().detail();
+      EXPECT_LE(timing->check().worst_ratio(), 1.0);
+      if (c.precision == v1::PRECISION_TF32) {
+        // Rounded inputs: off by more than float32 would be.
+        EXPECT_GT(job.Error(), 1e-5);
+      }
+    }
+  }
+  // A kernel of another precision is refused, naming both.
+  TestJob mismatch(64, 64, 64, false, false, 1.0f, 0.0f, 10, "cublas-tf32");
+  auto refused = client_->Gemm(mismatch.args, mismatch.out.data());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("tf32"), std::string::npos)
+      << refused.status();
+}
+
 TEST_F(GpuIntegrationTest, SameShapeJobsRunAsOneBatchedLaunch) {
   for (const char* kernel : {"v5", "cublas"}) {
     std::vector<std::unique_ptr<TestJob>> jobs;

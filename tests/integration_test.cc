@@ -66,6 +66,36 @@ class IntegrationTest : public ::testing::Test {
 };
 ServerProcess* IntegrationTest::server_ = nullptr;
 
+// The CPU backend computes in float32: it serves the float32 modes, says
+// so in Info and in each timing, and refuses TF32 and BF16 by name.
+TEST_F(IntegrationTest, TheCpuBackendComputesInFp32Only) {
+  auto client = Connect(*server_);
+  auto info = client->Info();
+  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_GE(info->kernel_details_size(), 1);
+  EXPECT_EQ(info->kernel_details(0).name(), "cpu");
+  EXPECT_EQ(info->kernel_details(0).precision(), "fp32");
+  EXPECT_FALSE(info->kernel_details(0).description().empty());
+  for (v1::Precision precision :
+       {v1::PRECISION_DEFAULT, v1::PRECISION_FP32_TENSOR}) {
+    TestJob job(33, 44, 55);
+    job.args.precision = precision;
+    auto timing = client->Gemm(job.args, job.out.data());
+    ASSERT_TRUE(timing.ok()) << timing.status();
+    EXPECT_EQ(timing->precision(), "fp32");
+    EXPECT_LE(job.Error(), kTolerance);
+  }
+  for (v1::Precision precision : {v1::PRECISION_TF32, v1::PRECISION_BF16}) {
+    TestJob job(33, 44, 55);
+    job.args.precision = precision;
+    auto timing = client->Gemm(job.args, job.out.data());
+    EXPECT_EQ(timing.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_NE(timing.status().message().find("params.precision"),
+              std::string::npos)
+        << timing.status();
+  }
+}
+
 TEST_F(IntegrationTest, InfoDescribesTheCpuBackend) {
   auto client = Connect(*server_);
   auto info = client->Info();

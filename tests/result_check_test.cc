@@ -195,7 +195,16 @@ TEST_P(ResultCheckTest, EveryKernelPassesItsCheck) {
   auto info = client->Info();
   ASSERT_TRUE(info.ok()) << info.status();
   int seed = 100;
-  for (const std::string& kernel : info->kernels()) {
+  for (const v1::KernelInfo& details : info->kernel_details()) {
+    const std::string& kernel = details.name();
+    // Each kernel in its own arithmetic, checked with its tolerance.
+    const v1::Precision precision =
+        details.precision() == "tf32"   ? v1::PRECISION_TF32
+        : details.precision() == "bf16" ? v1::PRECISION_BF16
+                                        : v1::PRECISION_FP32;
+    const double tolerance = details.precision() == "tf32"   ? 5e-3
+                             : details.precision() == "bf16" ? 3e-2
+                                                             : 1e-5;
     for (bool ta : {false, true}) {
       for (bool tb : {false, true}) {
         const float beta = ta == tb ? 0.0f : 1.25f;
@@ -205,14 +214,16 @@ TEST_P(ResultCheckTest, EveryKernelPassesItsCheck) {
           jobs.push_back(std::make_unique<TestJob>(131, 67, 93, ta, tb, 0.75f,
                                                    beta, ++seed, kernel));
           jobs.back()->args.check = v1::CHECK_ABFT;
+          jobs.back()->args.precision = precision;
           answers.push_back(
               client->GemmFuture(jobs.back()->args, jobs.back()->out.data()));
         }
         for (int j = 0; j < 3; ++j) {
           auto timing = answers[j].get();
           ASSERT_TRUE(timing.ok()) << kernel << ": " << timing.status();
-          EXPECT_LE(jobs[j]->Error(), 1e-5) << kernel;
+          EXPECT_LE(jobs[j]->Error(), tolerance) << kernel;
           EXPECT_EQ(timing->kernel(), kernel);
+          EXPECT_EQ(timing->precision(), details.precision());
           EXPECT_TRUE(timing->check().ran()) << kernel;
           EXPECT_EQ(timing->check().mismatches(), 0u) << kernel;
           EXPECT_LE(timing->check().worst_ratio(), 1.0) << kernel;

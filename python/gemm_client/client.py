@@ -136,7 +136,8 @@ class GemmClient:
 
     def gemm(self, a: Any, b: Any, c: Any = None, *, alpha: float = 1.0,
              beta: float = 0.0, trans_a: bool = False, trans_b: bool = False,
-             kernel: str = "auto", check: str = "default") -> Result:
+             kernel: str = "auto", check: str = "default",
+             precision: str = "fp32") -> Result:
         """Computes C = alpha * op(a) @ op(b) + beta * c and waits for it.
 
         a, b and c are anything numpy turns into float32 matrices (copied
@@ -148,19 +149,24 @@ class GemmClient:
         before returning it: "abft" (row and column checksums; a result
         that fails is re-run, never returned, and timing.check says what
         happened), "off", or "default" (the server's --check-min-gflop).
+        precision is the arithmetic the server may use: "fp32" (strict
+        float32), "fp32-tensor" (float32-accurate, Tensor Cores allowed),
+        "tf32" or "bf16" (inputs rounded, on Tensor Cores); timing.precision
+        says which ran.
 
         Raises ValueError for shapes that do not fit, before anything is
         sent, and GemmError when the server or the call fails.
         """
         return self.gemm_async(a, b, c, alpha=alpha, beta=beta,
                                trans_a=trans_a, trans_b=trans_b,
-                               kernel=kernel, check=check).result()
+                               kernel=kernel, check=check,
+                               precision=precision).result()
 
     def gemm_async(self, a: Any, b: Any, c: Any = None, *,
                    alpha: float = 1.0, beta: float = 0.0,
                    trans_a: bool = False, trans_b: bool = False,
-                   kernel: str = "auto",
-                   check: str = "default") -> "Future[Result]":
+                   kernel: str = "auto", check: str = "default",
+                   precision: str = "fp32") -> "Future[Result]":
         """gemm() without waiting: the future gets the Result or a
         GemmError, on one of gRPC's threads (or a stream's reader thread).
         ValueError is raised at once. Many jobs may be in flight; for many
@@ -168,7 +174,8 @@ class GemmClient:
         job larger than max_unary_bytes unchanged until its future is
         done: they are read as its chunks are sent."""
         job = Job(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a,
-                  trans_b=trans_b, kernel=kernel, check=check)
+                  trans_b=trans_b, kernel=kernel, check=check,
+                  precision=precision)
         if max(job.operand_bytes, job.result_bytes) > self._max_unary_bytes:
             # A call of its own, which ends with the job.
             stream = self.stream()

@@ -25,6 +25,11 @@ WIRE_FLOAT = np.dtype("<f4")
 # GemmParams.check by name.
 _CHECKS = {"default": gemm_pb2.CHECK_DEFAULT, "abft": gemm_pb2.CHECK_ABFT,
            "off": gemm_pb2.CHECK_OFF}
+# GemmParams.precision by name.
+_PRECISIONS = {"fp32": gemm_pb2.PRECISION_FP32,
+               "fp32-tensor": gemm_pb2.PRECISION_FP32_TENSOR,
+               "tf32": gemm_pb2.PRECISION_TF32,
+               "bf16": gemm_pb2.PRECISION_BF16}
 # The GemmRequest field of each operand.
 _FIELD = {gemm_pb2.OPERAND_A: "a", gemm_pb2.OPERAND_B: "b",
           gemm_pb2.OPERAND_C: "c"}
@@ -50,10 +55,13 @@ class Job:
 
     def __init__(self, a: Any, b: Any, c: Any, *, alpha: float, beta: float,
                  trans_a: bool, trans_b: bool, kernel: str,
-                 check: str = "default") -> None:
+                 check: str = "default", precision: str = "fp32") -> None:
         if check not in _CHECKS:
             raise ValueError(
                 f"check must be one of {', '.join(_CHECKS)}, got {check!r}")
+        if precision not in _PRECISIONS:
+            raise ValueError(f"precision must be one of "
+                             f"{', '.join(_PRECISIONS)}, got {precision!r}")
         a = _as_matrix("a", a)
         b = _as_matrix("b", b)
         # BLAS shapes: op(A) is M x K, op(B) is K x N; a transposed operand
@@ -82,7 +90,8 @@ class Job:
             c = None
         self.params = gemm_pb2.GemmParams(
             m=m, n=n, k=k, trans_a=trans_a, trans_b=trans_b, alpha=alpha,
-            beta=beta, kernel=kernel, check=_CHECKS[check])
+            beta=beta, kernel=kernel, check=_CHECKS[check],
+            precision=_PRECISIONS[precision])
         self.operands = [(gemm_pb2.OPERAND_A, a), (gemm_pb2.OPERAND_B, b)]
         if c is not None:
             self.operands.append((gemm_pb2.OPERAND_C, c))

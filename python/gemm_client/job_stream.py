@@ -70,7 +70,8 @@ class JobStream:
     def submit(self, a: Any, b: Any, c: Any = None, *, alpha: float = 1.0,
                beta: float = 0.0, trans_a: bool = False,
                trans_b: bool = False, kernel: str = "auto",
-               check: str = "default") -> "Future[Result]":
+               check: str = "default",
+               precision: str = "fp32") -> "Future[Result]":
         """Queues C = alpha * op(a) @ op(b) + beta * c; never blocks on the
         network. Arguments are those of GemmClient.gemm(), and bad shapes
         raise ValueError here; the future gets the Result or a GemmError.
@@ -78,7 +79,8 @@ class JobStream:
         when the job is sent."""
         return self.submit_job(Job(a, b, c, alpha=alpha, beta=beta,
                                    trans_a=trans_a, trans_b=trans_b,
-                                   kernel=kernel, check=check))
+                                   kernel=kernel, check=check,
+                                   precision=precision))
 
     def submit_job(self, job: Job) -> "Future[Result]":
         """submit() of a job already checked (GemmClient's large jobs)."""

@@ -41,6 +41,8 @@ class Timing:
     check: gemm_pb2.CheckRecord
     """The result check (check="abft"): ran, ms, mismatches, worst_ratio,
     unchecked_lines and detail, as gemm.v1.CheckRecord."""
+    precision: str
+    """The arithmetic the kernel computed in: "fp32", "tf32" or "bf16"."""
 
     @classmethod
     def from_proto(cls, timing: gemm_pb2.Timing) -> "Timing":
@@ -48,7 +50,8 @@ class Timing:
                    compute_ms=timing.compute_ms, d2h_ms=timing.d2h_ms,
                    server_ms=timing.server_ms, batch_size=timing.batch_size,
                    kernel=timing.kernel, device=timing.device,
-                   gflops=timing.gflops, check=timing.check)
+                   gflops=timing.gflops, check=timing.check,
+                   precision=timing.precision)
 
 
 @dataclass(frozen=True)

@@ -222,6 +222,12 @@ class ClientTest(unittest.TestCase):
             self.assertLessEqual(result.timing.check.worst_ratio, 1.0)
         unchecked = case.run(self.client.gemm, check="off")
         self.assertFalse(unchecked.timing.check.ran)
+        self.assertEqual(unchecked.timing.precision, "fp32")
+        with self.assertRaises(GemmError) as caught:
+            case.run(self.client.gemm, precision="tf32")
+        self.assertEqual(caught.exception.code, grpc.StatusCode.UNIMPLEMENTED)
+        with self.assertRaises(ValueError):
+            case.run(self.client.gemm, precision="fp16")
         with self.assertRaises(ValueError):
             case.run(self.client.gemm, check="sometimes")
 
