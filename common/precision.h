@@ -22,7 +22,8 @@ enum class Precision {
   kFp32Tensor,
   // Inputs rounded to TF32 (10-bit mantissa), float32 accumulation.
   kTf32,
-  // Inputs rounded to BF16 (8-bit mantissa), float32 accumulation.
+  // Inputs rounded to BF16 (8-bit mantissa) or finer, float32
+  // accumulation.
   kBf16,
 };
 

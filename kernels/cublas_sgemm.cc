@@ -263,8 +263,8 @@ std::vector<std::unique_ptr<SgemmKernel>> MakeCublasTensorCoreKernels() {
       Precision::kTf32, CUBLAS_COMPUTE_32F_FAST_TF32));
   kernels.push_back(std::make_unique<CublasSgemmKernel>(
       "cublas-bf16",
-      "cuBLAS GEMM, float32 in and out, inputs rounded to BF16 on Tensor "
-      "Cores (CUBLAS_COMPUTE_32F_FAST_16BF)",
+      "cuBLAS GEMM, float32 in and out, inputs rounded to BF16 or finer on "
+      "Tensor Cores (CUBLAS_COMPUTE_32F_FAST_16BF: cuBLAS may use TF32)",
       Precision::kBf16, CUBLAS_COMPUTE_32F_FAST_16BF));
   return kernels;
 }
