@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/precision.h"
 #include "common/reference_gemm.h"
 #include "nlohmann/json.hpp"
 
@@ -178,9 +179,7 @@ bool AllKernelsPassed(const KernelTable& table) {
   for (const KernelTable::Row& row : table.rows) {
     // float32 kernels to 1e-5; inputs rounded to TF32 or BF16, to what that
     // rounding allows.
-    const double tolerance = row.precision == "tf32"   ? 5e-3
-                             : row.precision == "bf16" ? 3e-2
-                                                       : 1e-5;
+    const double tolerance = VerifyTolerance(PrecisionNamed(row.precision));
     if (!row.failure.empty() ||
         (table.options.verify && !(row.error <= tolerance))) {
       return false;

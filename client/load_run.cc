@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/load_summary.h"
 #include "client/shape_operands.h"
+#include "common/precision.h"
 
 namespace gemm::client {
 namespace {
@@ -279,8 +280,10 @@ void LoadRun::OnEnd(Dispatcher* d, int shape, int target, float* out,
     record.timing = std::move(*result);
     if (options_.verify_every > 0 && seq % options_.verify_every == 0) {
       checked = true;
-      good = shapes_[shape].operands.JobError(seq / options_.verify_every,
-                                              out) <= 1e-5;
+      // Within what the arithmetic that ran allows (1e-5 for float32).
+      good =
+          shapes_[shape].operands.JobError(seq / options_.verify_every, out) <=
+          VerifyTolerance(PrecisionNamed(record.timing.precision()));
     }
   }
   absl::MutexLock lock(&d->mu);

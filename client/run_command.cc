@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "client/npy.h"
+#include "common/precision.h"
 #include "common/reference_gemm.h"
 
 namespace gemm::client {
@@ -133,11 +134,14 @@ absl::StatusOr<int> RunGemms(GemmClient* client, const RunOptions& options,
       }
     }
     if (options.verify) {
+      // Within what the arithmetic that ran allows (1e-5 for float32).
+      const double tolerance =
+          VerifyTolerance(PrecisionNamed(timing->precision()));
       const double err = RelativeFrobeniusError(c.data(), want);
-      const bool ok = err <= 1e-5;
+      const bool ok = err <= tolerance;
       if (!ok) ++failures;
       absl::FPrintF(out, " | rel. error %.2e vs float64 %s", err,
-                    ok ? "OK" : "FAILED (> 1e-5)");
+                    ok ? "OK" : absl::StrFormat("FAILED (> %.0e)", tolerance));
     }
     absl::FPrintF(out, "\n");
   }

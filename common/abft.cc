@@ -39,12 +39,13 @@ Line LineOf(const GemmProblem& p, const double* scratch, uint64_t line,
   return ln;
 }
 
-double Slack(const GemmProblem& p, const double* scratch, uint64_t line) {
+double Slack(const GemmProblem& p, const double* scratch, uint64_t line,
+             double input_roundoff) {
   uint32_t length = 0;
   const Line ln = LineOf(p, scratch, line, &length);
   const double error =
       std::fabs(ln.actual - (p.alpha * ln.ab + p.beta * ln.c_in));
-  return error + Tolerance(ln, p.alpha, p.beta, p.k, length);
+  return error + Tolerance(ln, p.alpha, p.beta, p.k, length, input_roundoff);
 }
 
 std::vector<Pass> OperandPasses(const GemmProblem& p, const float* a,

@@ -16,8 +16,10 @@
 // results therefore never fail (no false positives, whatever the data),
 // and a corruption is caught when it moves a line's sum by more than that
 // line's bound plus the line's honest rounding error, which is at most the
-// bound again. Lines whose operands hold NaN or infinity, or whose sums could
-// overflow float32, cannot be judged and are left unchecked.
+// bound again. Lines whose predictions involve a NaN or infinity, or whose
+// sums could overflow float32, cannot be judged and are left unchecked
+// (Verdict::unchecked_lines): one NaN in B leaves every row unchecked, one
+// in A every column, so a job with both is not checked at all.
 //
 // The executors compute the sums with the same passes (Reduce2D over
 // stored matrices, OperandPasses for the order): the CPU backend with
@@ -107,11 +109,12 @@ GEMM_ABFT_HD inline double Ratio(const Line& line, double alpha, double beta,
       Tolerance(line, alpha, beta, k, length, input_roundoff);
   // x - x != 0 exactly when x is NaN or infinite.
   if (expected - expected != 0 || tolerance - tolerance != 0) return -1;
-  // Some element of the line may exceed float32's range: an infinity in C
-  // would then be right.
+  // Some element of the line, or a kernel's sum before alpha scales it,
+  // may exceed float32's range: an infinity in C would then be right.
   const double magnitude = (alpha < 0 ? -alpha : alpha) * line.ab_abs +
                            (beta < 0 ? -beta : beta) * line.c_in_abs;
-  if (magnitude * (1.0 + 1e-3) >= kFloatMax) return -1;
+  const double largest = magnitude > line.ab_abs ? magnitude : line.ab_abs;
+  if (largest * (1.0 + 1e-3) >= kFloatMax) return -1;
   if (line.actual - line.actual != 0) return 1.0 / 0.0;
   const double diff = line.actual - expected;
   return (diff < 0 ? -diff : diff) / tolerance;
@@ -196,7 +199,8 @@ Line LineOf(const GemmProblem& p, const double* scratch, uint64_t line,
 
 // What line `line` may honestly be off its prediction by, plus its
 // tolerance: a change to one of its elements larger than this is caught.
-double Slack(const GemmProblem& p, const double* scratch, uint64_t line);
+double Slack(const GemmProblem& p, const double* scratch, uint64_t line,
+             double input_roundoff = 0.0);
 
 // Judges every row and column from a job's filled scratch.
 Verdict JudgeAll(const GemmProblem& p, const double* scratch,

@@ -286,6 +286,22 @@ TEST(AbftTest, LinesThatMayOverflowAreUnchecked) {
   EXPECT_EQ(v.unchecked_lines, 4u);
 }
 
+// A kernel sums A*B before alpha scales it: a sum past float32's range is
+// infinity however small alpha is, and that is no corruption.
+TEST(AbftTest, SumsThatOverflowBeforeAlphaAreUnchecked) {
+  Job job;
+  job.p = GemmProblem{.m = 2, .n = 2, .k = 2, .alpha = 1e-3f, .beta = 0.0f};
+  job.a.assign(4, 3e19f);
+  job.b.assign(4, 3e19f);
+  job.c_in.assign(4, 0.0f);
+  job.Run();  // 1.8e39 before alpha: infinity
+  job.Predict();
+  const Verdict v = job.Judge();
+  EXPECT_TRUE(v.ok()) << LineName(job.p, v.worst_line) << " at "
+                      << v.worst_ratio;
+  EXPECT_EQ(v.unchecked_lines, 4u);
+}
+
 TEST(AbftTest, VerdictSlotsUnpack) {
   GemmProblem p{.m = 3, .n = 4, .k = 5};
   std::vector<double> scratch(Layout(p).slots(), 0.0);

@@ -42,6 +42,29 @@ constexpr std::string_view PrecisionName(Precision p) {
   return "?";
 }
 
+// The precision named `name` (PrecisionName's inverse); float32 for any
+// other name.
+constexpr Precision PrecisionNamed(std::string_view name) {
+  if (name == "fp32-tensor") return Precision::kFp32Tensor;
+  if (name == "tf32") return Precision::kTf32;
+  if (name == "bf16") return Precision::kBf16;
+  return Precision::kFp32;
+}
+
+// The relative Frobenius error a result of random operands (the tests',
+// `gemm-client --verify`'s) may have against float64, by the arithmetic
+// that computed it.
+constexpr double VerifyTolerance(Precision p) {
+  switch (p) {
+    case Precision::kTf32:
+      return 5e-3;
+    case Precision::kBf16:
+      return 3e-2;
+    default:
+      return 1e-5;
+  }
+}
+
 // Whether a kernel computing in `kernel` may run a job that asked for
 // `requested`: the same precision, or float32 for the float32-accurate
 // Tensor Core mode.

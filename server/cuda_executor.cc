@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -464,9 +465,14 @@ absl::StatusOr<std::vector<abft::Verdict>> RunChunk(
   const cudaStream_t st = stream.stream;
 
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device.ordinal()), "cudaSetDevice"));
+  // Each job's verdict slots, in pinned memory (a checked chunk): declared
+  // before the block, so that it goes back after the streams are idle.
+  constexpr uint64_t kVerdictBytes = 8 * abft::Layout::kVerdictSlots;
+  std::optional<HostBuffer> slots;
+  if (packed.checked()) slots.emplace(pinned, chunk.count * kVerdictBytes / 4);
   ASSIGN_OR_RETURN(void* block, device.pool().Allocate(packed.bytes()));
-  // Whatever happens below, the streams are idle before the block goes
-  // back.
+  // Whatever happens below, the streams are idle before the block (and the
+  // verdict slots) go back.
   struct FreeBlock {
     DeviceMemoryPool& pool;
     cudaStream_t stream;
@@ -537,17 +543,14 @@ absl::StatusOr<std::vector<abft::Verdict>> RunChunk(
   RETURN_IF_ERROR(CudaStatus(kernels::LaunchAbftJudge(abft_batch, st),
                              "result check (verdict)"));
   RETURN_IF_ERROR(Record(ev[kJudged], st));
-  // Each job's verdict slots, into pinned memory.
-  constexpr uint64_t kVerdictBytes = 8 * abft::Layout::kVerdictSlots;
-  HostBuffer slots(pinned, chunk.count * kVerdictBytes / 4);
   RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpy2DAsync(slots.data(), kVerdictBytes,
+      cudaMemcpy2DAsync(slots->data(), kVerdictBytes,
                         packed.scratch + abft::Layout(problem).verdict(),
                         8 * packed.stride_scratch, kVerdictBytes, chunk.count,
                         cudaMemcpyDeviceToHost, st),
       "D2H of the check's verdicts"));
   auto read_verdicts = [&] {
-    const double* words = reinterpret_cast<const double*>(slots.data());
+    const double* words = reinterpret_cast<const double*>(slots->data());
     verdicts.clear();
     for (int i = 0; i < chunk.count; ++i) {
       verdicts.push_back(
@@ -695,6 +698,8 @@ void CudaExecutor::ReRun(const std::shared_ptr<GemmJob>& job,
         check.detail)));
     return;
   }
+  // The re-run's times replace the first run's; it runs alone.
+  job->timing().batch_size = 1;
   const Batch alone = {job};
   absl::StatusOr<std::vector<FailedCheck>> failed =
       ExecuteChunk(alone, 0, 1, run);
