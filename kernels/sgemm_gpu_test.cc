@@ -30,18 +30,6 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // Relative Frobenius error allowed: float32 accumulation over K <= 1000 of
 // values in [-1, 1] lands near 1e-7..1e-6.
-// Relative error allowed, by the kernel's arithmetic: float32 throughout,
-// or inputs rounded to TF32 (2^-11) or BF16 (2^-8) before float32 sums.
-double Tolerance(Precision precision) {
-  switch (precision) {
-    case Precision::kTf32:
-      return 5e-3;
-    case Precision::kBf16:
-      return 3e-2;
-    default:
-      return 1e-5;
-  }
-}
 
 // One test problem: shape, options and how the operands sit in memory.
 struct Problem {
@@ -280,7 +268,10 @@ class SgemmGpuTest : public ::testing::TestWithParam<std::string> {
       if (ref2 == 0) {
         EXPECT_EQ(diff2, 0) << "batch member " << z;
       } else {
-        EXPECT_LE(std::sqrt(diff2 / ref2), Tolerance(kernel_->precision()))
+        // Relative error allowed by the kernel's arithmetic: float32
+        // throughout, or inputs rounded to TF32 or BF16 before the sums.
+        EXPECT_LE(std::sqrt(diff2 / ref2),
+                  VerifyTolerance(kernel_->precision()))
             << "batch member " << z;
       }
     }

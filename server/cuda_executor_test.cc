@@ -24,14 +24,7 @@ constexpr double kTolerance = 1e-5;
 
 // What a job's result may be off by, from the arithmetic that ran it.
 double ToleranceOf(const GemmJob& job) {
-  switch (job.timing().precision) {
-    case Precision::kTf32:
-      return 5e-3;
-    case Precision::kBf16:
-      return 3e-2;
-    default:
-      return kTolerance;
-  }
+  return VerifyTolerance(job.timing().precision);
 }
 
 GemmProblem Shape(uint32_t m, uint32_t n, uint32_t k, bool ta = false,

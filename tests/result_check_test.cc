@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "client/gemm_client.h"
+#include "common/precision.h"
 #include "gtest/gtest.h"
 #include "tests/server_process.h"
 #include "tests/test_job.h"
@@ -202,9 +203,8 @@ TEST_P(ResultCheckTest, EveryKernelPassesItsCheck) {
         details.precision() == "tf32"   ? v1::PRECISION_TF32
         : details.precision() == "bf16" ? v1::PRECISION_BF16
                                         : v1::PRECISION_FP32;
-    const double tolerance = details.precision() == "tf32"   ? 5e-3
-                             : details.precision() == "bf16" ? 3e-2
-                                                             : 1e-5;
+    const double tolerance =
+        VerifyTolerance(PrecisionNamed(details.precision()));
     for (bool ta : {false, true}) {
       for (bool tb : {false, true}) {
         const float beta = ta == tb ? 0.0f : 1.25f;
