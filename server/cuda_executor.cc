@@ -3,15 +3,14 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/abft.h"
 #include "common/status_macros.h"
-#include "kernels/abft_checksums.h"
 #include "kernels/sgemm.h"
+#include "server/chunk_run.h"
 #include "server/dispatch_calibration.h"
 #include "server/size_class.h"
 #include "spdlog/spdlog.h"
@@ -24,161 +23,6 @@ using kernels::KernelRegistry;
 using kernels::MakeSgemmArgs;
 using kernels::SgemmArgs;
 using kernels::SgemmKernel;
-
-// Batch members start 256-byte aligned, so v5's 16-byte vector loads apply
-// to every member and not only the first.
-uint64_t PaddedElements(uint64_t elements) {
-  return (std::max<uint64_t>(1, elements) + 63) / 64 * 64;
-}
-
-// Where one launch's operands sit in its device block: every job's A, then
-// every B, then every C, each member padded (PaddedElements); then, for a
-// checked batch, every job's check scratch (abft::Layout, in doubles).
-struct PackedOperands {
-  PackedOperands(const GemmProblem& problem, int jobs, bool check)
-      : count(jobs),
-        stride_a(PaddedElements(problem.a_elements())),
-        stride_b(PaddedElements(problem.b_elements())),
-        stride_c(PaddedElements(problem.c_elements())),
-        stride_scratch(check ? (abft::Layout(problem).slots() + 31) / 32 * 32
-                             : 0) {}
-  uint64_t bytes() const {
-    return 4 * count * (stride_a + stride_b + stride_c) +
-           8 * count * stride_scratch;
-  }
-  void Place(void* block) {
-    a = static_cast<float*>(block);
-    b = a + count * stride_a;
-    c = b + count * stride_b;
-    // 256-byte aligned: every float stride is a multiple of 64.
-    scratch = stride_scratch == 0
-                  ? nullptr
-                  : reinterpret_cast<double*>(c + count * stride_c);
-  }
-  bool checked() const { return stride_scratch != 0; }
-
-  int count;
-  uint64_t stride_a, stride_b, stride_c;  // in floats
-  uint64_t stride_scratch;                // in doubles; 0 when unchecked
-  float* a = nullptr;
-  float* b = nullptr;
-  float* c = nullptr;
-  double* scratch = nullptr;
-};
-
-// The jobs of one launch: batch[begin, begin + count).
-struct Chunk {
-  const Batch& batch;
-  size_t begin;
-  int count;
-  GemmJob& job(int i) const { return *batch[begin + i]; }
-};
-
-// Enqueues A, B and (when beta is not 0) C of every job into `packed`.
-absl::Status CopyOperandsIn(const Chunk& chunk, const GemmProblem& problem,
-                            const PackedOperands& packed, cudaStream_t st) {
-  for (int i = 0; i < chunk.count; ++i) {
-    GemmJob& job = chunk.job(i);
-    RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(packed.a + i * packed.stride_a, job.a(),
-                        4 * problem.a_elements(), cudaMemcpyHostToDevice, st),
-        "H2D of A"));
-    RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(packed.b + i * packed.stride_b, job.b(),
-                        4 * problem.b_elements(), cudaMemcpyHostToDevice, st),
-        "H2D of B"));
-    if (problem.beta != 0.0f) {
-      RETURN_IF_ERROR(CudaStatus(
-          cudaMemcpyAsync(packed.c + i * packed.stride_c, job.c(),
-                          4 * problem.c_elements(), cudaMemcpyHostToDevice, st),
-          "H2D of C"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// Enqueues the whole chunk as one (batched) launch.
-absl::Status LaunchPacked(const SgemmKernel& kernel, const GemmProblem& problem,
-                          const PackedOperands& packed, cudaStream_t st) {
-  SgemmArgs args = MakeSgemmArgs(problem, packed.a, packed.b, packed.c);
-  args.batch_count = packed.count;
-  args.stride_a = static_cast<int64_t>(packed.stride_a);
-  args.stride_b = static_cast<int64_t>(packed.stride_b);
-  args.stride_c = static_cast<int64_t>(packed.stride_c);
-  return kernel.Launch(args, st);
-}
-
-// Enqueues every job's C back into its host storage, except those whose
-// `skip` is set (may be null).
-absl::Status CopyResultsOut(const Chunk& chunk, const GemmProblem& problem,
-                            const PackedOperands& packed, cudaStream_t st,
-                            const std::vector<bool>* skip = nullptr) {
-  for (int i = 0; i < chunk.count; ++i) {
-    if (skip != nullptr && (*skip)[i]) continue;
-    RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(chunk.job(i).c(), packed.c + i * packed.stride_c,
-                        4 * problem.c_elements(), cudaMemcpyDeviceToHost, st),
-        "D2H of C"));
-  }
-  return absl::OkStatus();
-}
-
-// The stream's events, by what they mark (CudaDevice::Stream::events).
-enum Event {
-  kStart = 0,
-  kCopiedIn = 1,
-  kComputed = 2,
-  kCopiedOut = 3,
-  kPredicted = 4,  // checked batches only, from here on; on the side stream
-  kJudged = 5,
-  kCopyingOut = 6,
-  kPrepared = 7,
-};
-
-// Waits for the last event and gives every job of the chunk its times:
-// h2d, compute (the whole launch) and d2h; and for a checked chunk the time
-// the check added to the batch's path (zeroing its scratch and summing the
-// input C before the kernel; after it, waiting for the predictions that ran
-// beside the kernel, C's sums and the verdicts), added to what earlier runs
-// took.
-absl::Status WaitAndRecordTimings(const Chunk& chunk, const CudaDevice& device,
-                                  const CudaDevice::Stream& stream,
-                                  bool checked) {
-  const cudaEvent_t* ev = stream.events;
-  RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(ev[kCopiedOut]),
-                             absl::StrCat(device.label(), ": batch")));
-  auto elapsed = [ev](Event from, Event to) -> absl::StatusOr<absl::Duration> {
-    float ms = 0;
-    RETURN_IF_ERROR(CudaStatus(cudaEventElapsedTime(&ms, ev[from], ev[to]),
-                               "cudaEventElapsedTime"));
-    return absl::Microseconds(1000.0 * ms);
-  };
-  ASSIGN_OR_RETURN(const absl::Duration h2d, elapsed(kStart, kCopiedIn));
-  absl::Duration compute, d2h, check;
-  if (!checked) {
-    ASSIGN_OR_RETURN(compute, elapsed(kCopiedIn, kComputed));
-    ASSIGN_OR_RETURN(d2h, elapsed(kComputed, kCopiedOut));
-  } else {
-    ASSIGN_OR_RETURN(compute, elapsed(kPrepared, kComputed));
-    ASSIGN_OR_RETURN(d2h, elapsed(kCopyingOut, kCopiedOut));
-    ASSIGN_OR_RETURN(const absl::Duration before,
-                     elapsed(kCopiedIn, kPrepared));
-    ASSIGN_OR_RETURN(const absl::Duration after, elapsed(kComputed, kJudged));
-    check = before + after;
-  }
-  for (int i = 0; i < chunk.count; ++i) {
-    JobTiming& t = chunk.job(i).timing();
-    t.h2d = h2d;
-    t.compute = compute;
-    t.d2h = d2h;
-    t.device = device.label();
-    if (checked) {
-      t.check.ran = true;
-      t.check.time += check;
-    }
-  }
-  return absl::OkStatus();
-}
 
 // C = beta * C for a job with K = 0 (beta 0: zeros, whatever C held).
 void ScaleOnHost(GemmJob& job) {
@@ -195,10 +39,6 @@ void ScaleOnHost(GemmJob& job) {
   t.h2d = t.d2h = absl::ZeroDuration();
   t.compute = absl::Now() - start;
   t.device = "host (k = 0)";
-}
-
-absl::Status Record(cudaEvent_t event, cudaStream_t st) {
-  return CudaStatus(cudaEventRecord(event, st), "cudaEventRecord");
 }
 
 }  // namespace
@@ -450,128 +290,6 @@ absl::Status CudaExecutor::Execute(const Batch& batch) {
 }
 
 namespace {
-
-// Copies a chunk in, runs it and copies it out on `device`'s stream
-// `stream_index`, with the chunk's timings; for a checked chunk, checks it
-// and returns each job's verdict (the results of failing jobs are not
-// copied out when beta is not 0, so their host C still holds the input).
-// `corrupter` (tests only) may change each result after the kernel.
-absl::StatusOr<std::vector<abft::Verdict>> RunChunk(
-    const Chunk& chunk, const SgemmKernel& kernel, PackedOperands& packed,
-    CudaDevice& device, size_t stream_index, HostAllocator* pinned,
-    const ResultCorrupter& corrupter, int run) {
-  const GemmProblem& problem = chunk.batch[chunk.begin]->problem();
-  const CudaDevice::Stream& stream = device.stream(stream_index);
-  const cudaStream_t st = stream.stream;
-
-  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device.ordinal()), "cudaSetDevice"));
-  // Each job's verdict slots, in pinned memory (a checked chunk): declared
-  // before the block, so that it goes back after the streams are idle.
-  constexpr uint64_t kVerdictBytes = 8 * abft::Layout::kVerdictSlots;
-  std::optional<HostBuffer> slots;
-  if (packed.checked()) slots.emplace(pinned, chunk.count * kVerdictBytes / 4);
-  ASSIGN_OR_RETURN(void* block, device.pool().Allocate(packed.bytes()));
-  // Whatever happens below, the streams are idle before the block (and the
-  // verdict slots) go back.
-  struct FreeBlock {
-    DeviceMemoryPool& pool;
-    cudaStream_t stream;
-    cudaStream_t side;
-    void* block;
-    uint64_t bytes;
-    ~FreeBlock() {
-      cudaStreamSynchronize(stream);
-      cudaStreamSynchronize(side);
-      pool.Free(block, bytes);
-    }
-  } free_block{device.pool(), st, stream.side, block, packed.bytes()};
-  packed.Place(block);
-
-  const cudaEvent_t* ev = stream.events;
-  const bool checked = packed.checked();
-  kernels::AbftBatch abft_batch;
-  if (checked) {
-    abft_batch = kernels::AbftBatch{problem,
-                                    chunk.count,
-                                    packed.a,
-                                    static_cast<int64_t>(packed.stride_a),
-                                    packed.b,
-                                    static_cast<int64_t>(packed.stride_b),
-                                    packed.c,
-                                    static_cast<int64_t>(packed.stride_c),
-                                    packed.scratch,
-                                    static_cast<int64_t>(packed.stride_scratch),
-                                    InputUnitRoundoff(kernel.precision())};
-  }
-  RETURN_IF_ERROR(Record(ev[kStart], st));
-  RETURN_IF_ERROR(CopyOperandsIn(chunk, problem, packed, st));
-  RETURN_IF_ERROR(Record(ev[kCopiedIn], st));
-  if (checked) {
-    // The predictions read only A and B: they run on the side stream,
-    // beside the kernel; the input C is summed before the kernel
-    // overwrites it.
-    RETURN_IF_ERROR(CudaStatus(kernels::LaunchAbftPrepare(abft_batch, st),
-                               "result check (input C)"));
-    RETURN_IF_ERROR(Record(ev[kPrepared], st));
-    RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(stream.side, ev[kPrepared]),
-                               "cudaStreamWaitEvent"));
-    RETURN_IF_ERROR(
-        CudaStatus(kernels::LaunchAbftPredict(abft_batch, stream.side),
-                   "result check (predictions)"));
-    RETURN_IF_ERROR(Record(ev[kPredicted], stream.side));
-  }
-  RETURN_IF_ERROR(LaunchPacked(kernel, problem, packed, st));
-  RETURN_IF_ERROR(Record(ev[kComputed], st));
-  for (int i = 0; i < chunk.count; ++i) {
-    chunk.job(i).timing().precision = kernel.precision();
-  }
-  if (corrupter) {
-    for (int i = 0; i < chunk.count; ++i) {
-      corrupter(
-          ResultSite{&chunk.job(i), packed.c + i * packed.stride_c, st, run});
-    }
-  }
-  std::vector<abft::Verdict> verdicts;
-  if (!checked) {
-    RETURN_IF_ERROR(CopyResultsOut(chunk, problem, packed, st));
-    RETURN_IF_ERROR(Record(ev[kCopiedOut], st));
-    RETURN_IF_ERROR(WaitAndRecordTimings(chunk, device, stream, false));
-    return verdicts;
-  }
-  RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(st, ev[kPredicted]),
-                             "cudaStreamWaitEvent"));
-  RETURN_IF_ERROR(CudaStatus(kernels::LaunchAbftJudge(abft_batch, st),
-                             "result check (verdict)"));
-  RETURN_IF_ERROR(Record(ev[kJudged], st));
-  RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpy2DAsync(slots->data(), kVerdictBytes,
-                        packed.scratch + abft::Layout(problem).verdict(),
-                        8 * packed.stride_scratch, kVerdictBytes, chunk.count,
-                        cudaMemcpyDeviceToHost, st),
-      "D2H of the check's verdicts"));
-  auto read_verdicts = [&] {
-    const double* words = reinterpret_cast<const double*>(slots->data());
-    verdicts.clear();
-    for (int i = 0; i < chunk.count; ++i) {
-      verdicts.push_back(
-          abft::VerdictFromSlots(words + i * abft::Layout::kVerdictSlots));
-    }
-  };
-  std::vector<bool> failed(chunk.count, false);
-  if (problem.beta != 0.0f) {
-    // C comes back only once it passed: a failing job keeps its input C.
-    RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(st),
-                               absl::StrCat(device.label(), ": batch")));
-    read_verdicts();
-    for (int i = 0; i < chunk.count; ++i) failed[i] = !verdicts[i].ok();
-  }
-  RETURN_IF_ERROR(Record(ev[kCopyingOut], st));
-  RETURN_IF_ERROR(CopyResultsOut(chunk, problem, packed, st, &failed));
-  RETURN_IF_ERROR(Record(ev[kCopiedOut], st));
-  RETURN_IF_ERROR(WaitAndRecordTimings(chunk, device, stream, true));
-  read_verdicts();
-  return verdicts;
-}
 
 // What re-runs a job whose result failed its check on `first`: cuBLAS, or
 // when cuBLAS gave the bad result, the first own kernel that takes the
