@@ -423,7 +423,7 @@ def summarize_abft(results):
 
 
 GPU_SUITES = ["sgemm_gpu_test", "cuda_executor_test", "gpu_integration_test",
-              "gpu_fault_test", "gpu_result_check_test"]
+              "gpu_fault_test", "gpu_result_check_test", "gpu_region_test"]
 
 
 def scenario_suites(env):
@@ -457,6 +457,68 @@ def summarize_suites(results):
             f"skipped {s['skipped']} ({s['seconds']} s)" for s in results["suites"]]
 
 
+# Same-host callers: operands and results in the messages (socket), in a
+# system shared-memory region (shm) or in GPU memory shared by CUDA IPC, one
+# server, side by side; copy-bench's cudaMemcpy rates are the yardstick.
+REGION_CASES = [
+    e2e_case(f"{shape}-{memory}", goal, *flags, "--memory", memory)
+    for shape, goal_of, flags in [
+        ("one4096", {"socket": "", "shm": "12 ms", "cuda-ipc": "5 ms"}, ONE_4096),
+        ("four4096", {"socket": "", "shm": "0.8 of pinned H2D", "cuda-ipc": ""},
+         FOUR_4096 + ("--connections", "4")),
+        ("s128-c64", {"socket": "", "shm": ">= socket", "cuda-ipc": ""},
+         ("--shapes", "128x128x128", "--concurrency", "64", *LOAD_5S, "--connections", "8")),
+    ]
+    for memory, goal in goal_of.items()
+]
+REGION_SMOKE = [e2e_case(f"smoke-{m}", "", "--shapes", "64x64x64:0.8,33x17x9:0.2", "--concurrency", "4",
+                         "--count", "200", "--warmup-s", "0.2", "--verify-every", "10", "--memory", m)
+                for m in ("socket", "shm")]
+
+
+def scenario_regions(env):
+    """Same-host callers: the socket, system shared memory and CUDA IPC, side by side."""
+    logs = env.logs("regions")
+    copy = None
+    if not env.smoke:
+        env.need_gpu()
+        copy_json = os.path.join(logs, "copy-bench.json")
+        rc, _, _, _ = run_program([env.program("copy-bench"), "--bytes", str(128 << 20),
+                                   "--json", copy_json], os.path.join(logs, "copy-bench.log"), 120)
+        copy = read_json(copy_json) if rc == 0 else None
+    cases = REGION_SMOKE if env.smoke else selected(REGION_CASES, env.args.cases)
+    results = []
+    with Server(env, [], os.path.join(logs, "server.log")) as server:
+        for case in cases:
+            report, client = load(env, server, case["name"], case["client"], logs)
+            results.append({"name": case["name"], "goal": case["goal"],
+                            "client_flags": case["client"] + list(env.args.client_flags),
+                            "client": client, "report": report})
+    return {"copy": copy, "cases": results}
+
+
+def summarize_regions(results):
+    lines = []
+    copy = results.get("copy")
+    if copy:
+        for memory in ("pinned", "registered_shm", "pageable_shm"):
+            lines.append(f"cudaMemcpy {memory:15} h2d {copy[memory]['h2d']['median_gbps']:6.1f} GB/s, "
+                         f"d2h {copy[memory]['d2h']['median_gbps']:6.1f} GB/s")
+    lines.append(f"{'case':18} {LOAD_HEADER} {'H2D GB/s':>8} {'srv ms':>7} {'h2d ms':>7} {'err':>4}  goal")
+    for c in results["cases"]:
+        r = c["report"]
+        if r is None:
+            lines.append(f"{c['name']:18} failed (rc {c['client']['rc']})")
+            continue
+        # Operand bytes the jobs moved to the device (A and B), per second.
+        flags = c["client_flags"]
+        m, n, k = (int(x) for x in flags[flags.index("--shapes") + 1].split(":")[0].split("x"))
+        h2d = r["requests_per_s"] * 4 * (m * k + k * n) / 1e9
+        lines.append(f"{c['name']:18} {load_row(r)} {h2d:8.1f} {r['server_ms']['total']['mean']:7.2f} "
+                     f"{r['server_ms']['h2d']['mean']:7.2f} {r['errors']:4d}  {c['goal']}")
+    return lines
+
+
 # name -> (run, summarize); "all" runs them in this order.
 SCENARIOS = {
     "suites": (scenario_suites, summarize_suites),
@@ -469,4 +531,5 @@ SCENARIOS = {
     "tcp": (scenario_tcp, summarize_tcp),
     "soak": (scenario_soak, summarize_soak),
     "abft": (scenario_abft, summarize_abft),
+    "regions": (scenario_regions, summarize_regions),
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gemmbench.py against the real gemm-server and gemm-client on the CPU
-# backend: the e2e, soak and abft scenarios with their tiny --smoke cases write
+# backend: the e2e, soak, abft and regions scenarios with their tiny --smoke cases write
 # reports that `tables` can render, a soak with a memory bound too tight
 # fails, and the tables in README.md and docs/ are the ones the kept
 # baselines give (tables --check).
@@ -14,7 +14,7 @@ mkdir -p "$bin"
 ln -sf "$PWD/$server" "$bin/gemm-server"
 ln -sf "$PWD/$client" "$bin/gemm-client"
 
-python3 "$gemmbench" run --scenario e2e,soak,abft --smoke --backend cpu --bin-dir "$bin" \
+python3 "$gemmbench" run --scenario e2e,soak,abft,regions --smoke --backend cpu --bin-dir "$bin" \
   --out "$tmp/out" | tee "$tmp/run.txt"
 python3 - "$tmp/out" <<'PY'
 import json, sys
@@ -43,6 +43,12 @@ for c in abft["cost"]:
 r = s["report"]
 assert r["checked"] == r["count"] == 200 and r["check_mismatches"] == 0, r
 assert r["server_check_mismatches"] == 0 and r["verify_failures"] == 0 and r["verified"] > 0, r
+regions = json.load(open(f"{sys.argv[1]}/regions.json"))["results"]
+assert [c["name"] for c in regions["cases"]] == ["smoke-socket", "smoke-shm"], regions["cases"]
+for c in regions["cases"]:
+    r = c["report"]
+    assert c["client"]["rc"] == 0 and r["errors"] == 0, c
+    assert r["verify_failures"] == 0 and r["verified"] > 0 and r["count"] == 200, r
 PY
 
 # A memory bound the server cannot keep fails the soak, and gemmbench with

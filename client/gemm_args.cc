@@ -3,8 +3,11 @@
 namespace gemm::client {
 
 absl::Status CheckArgs(const GemmArgs& args) {
-  if ((args.problem.k > 0 && (args.a == nullptr || args.b == nullptr)) ||
-      (args.problem.beta != 0.0f && args.c == nullptr)) {
+  const bool has_a = args.a != nullptr || args.a_region.used();
+  const bool has_b = args.b != nullptr || args.b_region.used();
+  const bool has_c = args.c != nullptr || args.c_region.used();
+  if ((args.problem.k > 0 && (!has_a || !has_b)) ||
+      (args.problem.beta != 0.0f && !has_c)) {
     return absl::InvalidArgumentError(
         "GemmArgs: a and b must be set (and c when beta is not 0)");
   }
@@ -14,11 +17,13 @@ absl::Status CheckArgs(const GemmArgs& args) {
 uint64_t OperandBytes(const GemmArgs& args, v1::Operand operand) {
   switch (operand) {
     case v1::OPERAND_A:
-      return 4 * args.problem.a_elements();
+      return args.a_region.used() ? 0 : 4 * args.problem.a_elements();
     case v1::OPERAND_B:
-      return 4 * args.problem.b_elements();
+      return args.b_region.used() ? 0 : 4 * args.problem.b_elements();
     case v1::OPERAND_C:
-      return args.problem.beta != 0.0f ? 4 * args.problem.c_elements() : 0;
+      return args.problem.beta != 0.0f && !args.c_region.used()
+                 ? 4 * args.problem.c_elements()
+                 : 0;
     default:
       return 0;
   }
@@ -41,7 +46,7 @@ uint64_t JobBytes(const GemmArgs& args) {
 }
 
 uint64_t ResultBytes(const GemmArgs& args) {
-  return 4 * args.problem.c_elements();
+  return args.result_region.used() ? 0 : 4 * args.problem.c_elements();
 }
 
 v1::GemmParams ParamsOf(const GemmArgs& args) {
@@ -57,6 +62,16 @@ v1::GemmParams ParamsOf(const GemmArgs& args) {
   params.set_timeout_ms(args.timeout_ms);
   params.set_check(args.check);
   params.set_precision(args.precision);
+  auto ref = [](const RegionOffset& from, v1::RegionRef* to) {
+    to->set_region(from.region);
+    to->set_offset(from.offset);
+  };
+  if (args.a_region.used()) ref(args.a_region, params.mutable_a_region());
+  if (args.b_region.used()) ref(args.b_region, params.mutable_b_region());
+  if (args.c_region.used()) ref(args.c_region, params.mutable_c_region());
+  if (args.result_region.used()) {
+    ref(args.result_region, params.mutable_result_region());
+  }
   return params;
 }
 

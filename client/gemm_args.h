@@ -23,6 +23,15 @@
 
 namespace gemm::client {
 
+// Bytes of a region the caller registered (GemmClient::RegisterRegion;
+// shm_region.h): `offset` bytes into region `region`.
+struct RegionOffset {
+  // Empty: not in a region.
+  std::string region;
+  uint64_t offset = 0;
+  bool used() const { return !region.empty(); }
+};
+
 // One job: the problem (common/gemm_problem.h), how to run it, and the
 // caller's operands.
 struct GemmArgs {
@@ -42,6 +51,14 @@ struct GemmArgs {
   const float* a = nullptr;  // m*k floats (k*m when trans_a)
   const float* b = nullptr;  // k*n floats (n*k when trans_b)
   const float* c = nullptr;  // m*n floats; may be null when beta == 0
+  // Operands in regions instead of in the request: when set, the operand's
+  // pointer above is not read (and may be null).
+  RegionOffset a_region;
+  RegionOffset b_region;
+  RegionOffset c_region;
+  // The result in a region: the server writes C there and sends none back,
+  // so c_out is not written (and may be null).
+  RegionOffset result_region;
 };
 
 // Runs once per job, on a gRPC thread: the server's timing, or the error.
@@ -50,13 +67,15 @@ using GemmCallback = std::function<void(absl::StatusOr<v1::Timing>)>;
 // Checks a job's arguments before anything is sent.
 absl::Status CheckArgs(const GemmArgs& args);
 
-// Bytes of one operand that go to the server: C only when beta is not 0.
+// Bytes of one operand that go to the server: C only when beta is not 0,
+// none of an operand in a region.
 uint64_t OperandBytes(const GemmArgs& args, v1::Operand operand);
 // The caller's memory of one operand.
 const float* OperandData(const GemmArgs& args, v1::Operand operand);
 // Bytes of A, B and C that go to the server.
 uint64_t JobBytes(const GemmArgs& args);
-// Bytes of the result C (m*n floats).
+// Bytes of the result C that come back (m*n floats; none when the result
+// goes to a region).
 uint64_t ResultBytes(const GemmArgs& args);
 
 // The job's GemmParams (inline_result_max_bytes left 0).

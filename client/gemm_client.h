@@ -188,6 +188,18 @@ class GemmClient {
   // Opens a stream for pipelining many jobs, on the next channel.
   std::unique_ptr<JobStream> OpenStream();
 
+  // Shared-memory regions (gemm.proto's Region; shm_region.h), for a
+  // server on this host. RegisterRegion registers `request` with every
+  // target's server (jobs rotate over them); when one refuses, those that
+  // took it are told to forget it again and the refusal is returned.
+  absl::StatusOr<v1::RegionInfo> RegisterRegion(
+      const v1::RegisterRegionRequest& request);
+  // Forgets a region on every target; returns once no job uses it there
+  // and each server has unmapped it. NOT_FOUND when no server had it.
+  absl::Status UnregisterRegion(const std::string& name);
+  // The caller's regions on the server behind the next channel.
+  absl::StatusOr<std::vector<v1::RegionInfo>> ListRegions();
+
   const Options& options() const { return options_; }
   // The server addresses, one per channel, in rotation order.
   std::vector<std::string> channel_targets() const;
@@ -208,6 +220,8 @@ class GemmClient {
   // What a JobStream needs from Options.
   JobStream::Options StreamOptions() const;
   Channel& NextChannel();
+  // The first channel of each target: one per server.
+  std::vector<Channel*> ChannelPerTarget();
   // Runs a job as Options.split_rows jobs on consecutive channels.
   void SplitAsync(const GemmArgs& args, float* c_out, GemmCallback done);
   // Attempt `attempt` (from 1) of a job, on channel channel_index % size.

@@ -50,6 +50,9 @@ std::string FormatInfo(const std::string& server,
       l.max_dim(), l.max_job_bytes(), l.max_message_bytes(),
       l.max_queued_jobs(), l.max_inflight_bytes(), l.result_chunk_bytes());
   absl::StrAppendFormat(
+      &out, "regions  max_regions_per_client %u, region_idle_timeout %g s\n",
+      l.max_regions_per_client(), l.region_idle_timeout_s());
+  absl::StrAppendFormat(
       &out, "batching max_batch_size %u, max_queue_delay %u us\n",
       info.batching().max_batch_size(), info.batching().max_queue_delay_us());
   absl::StrAppendFormat(

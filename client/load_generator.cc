@@ -24,8 +24,15 @@ absl::StatusOr<LoadReport> RunLoad(GemmClient* client,
   }
   // With one server, its own counters tell whether every job the client
   // sent was seen there (assuming no other client uses it meanwhile).
+  std::unique_ptr<JobRegion> region;
+  if (options.memory != OperandMemory::kMessages) {
+    absl::StatusOr<std::unique_ptr<JobRegion>> made = JobRegion::Create(
+        client, options.memory, LoadRun::RegionBytes(options));
+    if (!made.ok()) return made.status();
+    region = std::move(*made);
+  }
   absl::StatusOr<v1::InfoResponse> before = client->Info();
-  LoadRun run(client, options);
+  LoadRun run(client, options, region.get());
   LoadReport report = run.Run();
   std::set<std::string> distinct(report.targets.begin(), report.targets.end());
   absl::StatusOr<v1::InfoResponse> after = client->Info();

@@ -46,6 +46,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "client/gemm_client.h"
+#include "client/job_region.h"
 #include "client/load_report.h"
 #include "client/shape_mix.h"
 
@@ -60,6 +61,13 @@ struct LoadOptions {
   v1::Check check = v1::CHECK_DEFAULT;
   // The arithmetic asked of the server (GemmParams.precision).
   v1::Precision precision = v1::PRECISION_DEFAULT;
+  // Where operands and results travel (job_region.h). In a region, each
+  // shape's A and B (and C) are written there once, and each job's result
+  // lands in a slot of its own, which is read back only for a verified job
+  // (whose operands, its own, then travel in the messages). Jobs beyond
+  // the region's result slots (one per job --concurrency allows, or 256)
+  // take their result back over the socket.
+  OperandMemory memory = OperandMemory::kMessages;
   // Jobs outstanding at once. In concurrency mode (rate == 0) it is the
   // number of closed-loop workers and must be at least 1; in rate mode 0
   // means no cap. Default 16.

@@ -31,6 +31,9 @@ double Millis(Clock::duration d) {
 struct LoadRun::ShapeData {
   ShapeOperands operands;
   double weight = 1.0;
+  // Where its shared A and B are, with a region.
+  RegionOffset a_region;
+  RegionOffset b_region;
 };
 
 // One dispatcher thread and what it owns: every n-th stream, its RNG, its
@@ -73,8 +76,37 @@ struct LoadRun::Dispatcher {
   std::map<absl::StatusCode, std::string> error_sample ABSL_GUARDED_BY(mu);
 };
 
-LoadRun::LoadRun(GemmClient* client, const LoadOptions& options)
-    : client_(client), options_(options) {}
+LoadRun::LoadRun(GemmClient* client, const LoadOptions& options,
+                 JobRegion* region)
+    : client_(client), options_(options), region_(region) {}
+
+uint64_t LoadRun::ResultSlots(const LoadOptions& options) {
+  return options.concurrency > 0 ? options.concurrency : 256;
+}
+
+uint64_t LoadRun::RegionBytes(const LoadOptions& options) {
+  uint64_t bytes = 0, largest_c = 0;
+  for (const WeightedShape& shape : options.shapes) {
+    bytes +=
+        4 * (shape.problem.a_elements() + shape.problem.b_elements()) + 2 * 256;
+    largest_c = std::max(largest_c, shape.problem.c_elements());
+  }
+  return bytes + ResultSlots(options) * (4 * largest_c + 256);
+}
+
+int64_t LoadRun::TakeResultSlot() {
+  absl::MutexLock lock(&result_slots_mu_);
+  if (free_result_slots_.empty()) return -1;
+  const int64_t offset = free_result_slots_.back();
+  free_result_slots_.pop_back();
+  return offset;
+}
+
+void LoadRun::GiveResultSlot(int64_t offset) {
+  if (offset < 0) return;
+  absl::MutexLock lock(&result_slots_mu_);
+  free_result_slots_.push_back(offset);
+}
 
 LoadRun::~LoadRun() = default;
 
@@ -90,6 +122,27 @@ void LoadRun::Prepare() {
         std::max<size_t>(scratch_floats_, data.operands.scratch_floats());
     shape_weights_.push_back(shape.weight);
     shapes_.push_back(std::move(data));
+  }
+  if (region_ != nullptr) {
+    // Each shape's A and B once; then the result slots. RegionBytes() sized
+    // the region for exactly this.
+    auto place = [this](const float* data, uint64_t elements,
+                        RegionOffset* ref) {
+      absl::StatusOr<uint64_t> at = region_->Reserve(4 * elements);
+      if (!at.ok() || !region_->Write(*at, data, 4 * elements).ok()) return;
+      *ref = region_->At(*at);
+    };
+    for (ShapeData& shape : shapes_) {
+      const GemmArgs args = shape.operands.SharedArgs();
+      place(args.a, args.problem.a_elements(), &shape.a_region);
+      place(args.b, args.problem.b_elements(), &shape.b_region);
+    }
+    absl::MutexLock lock(&result_slots_mu_);
+    for (uint64_t i = 0; i < ResultSlots(options_); ++i) {
+      absl::StatusOr<uint64_t> at = region_->Reserve(4 * out_floats_);
+      if (!at.ok()) break;
+      free_result_slots_.push_back(static_cast<int64_t>(*at));
+    }
   }
   for (const std::string& target : client_->channel_targets()) {
     if (std::find(targets_.begin(), targets_.end(), target) == targets_.end()) {
@@ -236,7 +289,23 @@ void LoadRun::Dispatch(Dispatcher* d, Clock::time_point scheduled,
   }
   const uint64_t seq = sent_.fetch_add(1, std::memory_order_relaxed);
   if (!measured) warmup_jobs_.fetch_add(1, std::memory_order_relaxed);
-  if (options_.verify_every > 0 && seq % options_.verify_every == 0) {
+  const bool verified =
+      options_.verify_every > 0 && seq % options_.verify_every == 0;
+  int64_t result_slot = -1;
+  if (region_ != nullptr && call != kSplit) {
+    // The shape's operands, and a slot for the result, in the region.
+    args.a_region = shapes_[shape].a_region;
+    args.b_region = shapes_[shape].b_region;
+    result_slot = TakeResultSlot();
+    if (result_slot >= 0) {
+      args.result_region = region_->At(static_cast<uint64_t>(result_slot));
+    }
+    if (verified) {
+      // Its own operands go in the messages (below).
+      args.a_region = args.b_region = RegionOffset();
+    }
+  }
+  if (verified) {
     // Operands of its own, so that another job's result fails its check.
     const GemmArgs own =
         operands.JobArgs(seq / options_.verify_every, out + out_floats_);
@@ -246,11 +315,18 @@ void LoadRun::Dispatch(Dispatcher* d, Clock::time_point scheduled,
     // be checked on the C of an earlier job.
     std::fill_n(out, args.problem.c_elements(),
                 std::numeric_limits<float>::quiet_NaN());
+    if (result_slot >= 0) {
+      region_
+          ->Write(static_cast<uint64_t>(result_slot), out,
+                  4 * args.problem.c_elements())
+          .IgnoreError();
+    }
   }
   const int target = stream_target_[slot];
-  GemmCallback done = [this, d, shape, target, out, seq, scheduled,
+  GemmCallback done = [this, d, shape, target, out, seq, result_slot, scheduled,
                        measured](absl::StatusOr<v1::Timing> result) {
-    OnEnd(d, shape, target, out, seq, scheduled, measured, std::move(result));
+    OnEnd(d, shape, target, out, seq, result_slot, scheduled, measured,
+          std::move(result));
   };
   if (call == kStream) {
     server_side_jobs_.fetch_add(1, std::memory_order_relaxed);
@@ -266,8 +342,8 @@ void LoadRun::Dispatch(Dispatcher* d, Clock::time_point scheduled,
 }
 
 void LoadRun::OnEnd(Dispatcher* d, int shape, int target, float* out,
-                    uint64_t seq, Clock::time_point start, bool measured,
-                    absl::StatusOr<v1::Timing> result) {
+                    uint64_t seq, int64_t result_slot, Clock::time_point start,
+                    bool measured, absl::StatusOr<v1::Timing> result) {
   JobRecord record;
   record.end = Clock::now();
   record.start = start;
@@ -280,12 +356,21 @@ void LoadRun::OnEnd(Dispatcher* d, int shape, int target, float* out,
     record.timing = std::move(*result);
     if (options_.verify_every > 0 && seq % options_.verify_every == 0) {
       checked = true;
+      if (result_slot >= 0) {
+        // The result is in the region.
+        region_
+            ->Read(
+                static_cast<uint64_t>(result_slot), out,
+                4 * shapes_[shape].operands.SharedArgs().problem.c_elements())
+            .IgnoreError();
+      }
       // Within what the arithmetic that ran allows (1e-5 for float32).
       good =
           shapes_[shape].operands.JobError(seq / options_.verify_every, out) <=
           VerifyTolerance(PrecisionNamed(record.timing.precision()));
     }
   }
+  GiveResultSlot(result_slot);
   absl::MutexLock lock(&d->mu);
   if (!result.ok() && d->error_sample.count(record.code) == 0) {
     d->error_sample[record.code] = std::string(result.status().message());

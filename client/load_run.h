@@ -20,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "client/gemm_client.h"
+#include "client/job_region.h"
 #include "client/load_generator.h"
 #include "client/load_report.h"
 
@@ -30,7 +32,15 @@ class LoadRun {
  public:
   using Clock = std::chrono::steady_clock;
 
-  LoadRun(GemmClient* client, const LoadOptions& options);
+  // `region` (may be null) holds operands and results when
+  // options.memory says so; it must outlive the run.
+  LoadRun(GemmClient* client, const LoadOptions& options,
+          JobRegion* region = nullptr);
+  // The bytes a region for `options` needs (shapes' A and B, and
+  // ResultSlots() results of the largest shape).
+  static uint64_t RegionBytes(const LoadOptions& options);
+  // Results that land in the region at once.
+  static uint64_t ResultSlots(const LoadOptions& options);
   ~LoadRun();
 
   // Runs the dispatchers until the count or the duration is reached and
@@ -49,13 +59,19 @@ class LoadRun {
                     Clock::time_point stop_at);
   void Dispatch(Dispatcher* d, Clock::time_point scheduled, bool measured);
   void OnEnd(Dispatcher* d, int shape, int target, float* out, uint64_t seq,
-             Clock::time_point start, bool measured,
+             int64_t result_slot, Clock::time_point start, bool measured,
              absl::StatusOr<v1::Timing> result);
+  // A free result slot's offset in the region, or -1 when none is free.
+  int64_t TakeResultSlot();
+  void GiveResultSlot(int64_t offset);
   void ReportProgress(Clock::time_point start, Clock::time_point warmup_end);
   LoadReport ReportOf(Clock::time_point measure_start) const;
 
   GemmClient* const client_;
   const LoadOptions options_;
+  JobRegion* const region_;
+  absl::Mutex result_slots_mu_;
+  std::vector<int64_t> free_result_slots_ ABSL_GUARDED_BY(result_slots_mu_);
   std::vector<ShapeData> shapes_;
   std::vector<double> shape_weights_;
   std::vector<std::string> targets_;  // distinct addresses

@@ -99,7 +99,11 @@ int RunHealth(const CommonFlags& flags, const std::string& service) {
   return *health == "SERVING" ? 0 : 1;
 }
 
-int RunGemm(const CommonFlags& flags, const RunOptions& options) {
+int RunGemm(const CommonFlags& flags, RunOptions options,
+            const std::string& memory) {
+  auto where = OperandMemoryNamed(memory);
+  if (!where.ok()) return Fail(where.status());
+  options.memory = *where;
   auto operands = PrepareOperands(options);
   if (!operands.ok()) return Fail(operands.status());
   auto client = Connect(flags);
@@ -125,6 +129,13 @@ constexpr char kPrecisionHelp[] =
     "arithmetic the server may use: fp32 (strict float32, the default), "
     "fp32-tensor (float32-accurate, Tensor Cores allowed), tf32 or bf16 "
     "(inputs rounded, on Tensor Cores)";
+// --memory's values.
+const std::vector<std::string> kMemoryModes = {"socket", "shm", "cuda-ipc"};
+constexpr char kMemoryHelp[] =
+    "where operands and results travel: socket (in the gRPC messages), shm "
+    "(a POSIX shared-memory region registered with a server on this host) "
+    "or cuda-ipc (GPU memory on device 0 shared by CUDA IPC with a CUDA "
+    "server on this host; builds with CUDA)";
 constexpr char kCheckHelp[] =
     "result check by the server: abft (row and column checksums; a result "
     "that fails is re-run, never returned), off, or default (the server's "
@@ -135,6 +146,7 @@ struct LoadFlags {
   std::string kernel = "auto";
   v1::Check check = v1::CHECK_DEFAULT;
   v1::Precision precision = v1::PRECISION_DEFAULT;
+  std::string memory = "socket";
   int concurrency = 16;
   double rate = 0;
   std::string arrivals = "constant";
@@ -160,6 +172,9 @@ int RunLoadTest(const CommonFlags& flags, const LoadFlags& l, bool rate_cap,
   options.kernel = l.kernel;
   options.check = l.check;
   options.precision = l.precision;
+  auto memory = OperandMemoryNamed(l.memory);
+  if (!memory.ok()) return Fail(memory.status());
+  options.memory = *memory;
   options.rate = l.rate;
   // In rate mode the concurrency caps jobs outstanding only when given.
   options.concurrency = l.rate > 0 && !rate_cap ? 0 : l.concurrency;
@@ -334,6 +349,10 @@ int main(int argc, char** argv) {
   run->add_option("--precision", run_options.precision, kPrecisionHelp)
       ->transform(CLI::CheckedTransformer(kPrecisions, CLI::ignore_case))
       ->default_str("fp32");
+  std::string run_memory = "socket";
+  run->add_option("--memory", run_memory, kMemoryHelp)
+      ->check(CLI::IsMember(kMemoryModes))
+      ->capture_default_str();
   run->add_option("--a", run_options.a_path, "A from a .npy file (sets M, K)");
   run->add_option("--b", run_options.b_path, "B from a .npy file (sets K, N)");
   run->add_option("--c", run_options.c_path,
@@ -362,6 +381,9 @@ int main(int argc, char** argv) {
   load->add_option("--check", load_flags.check, kCheckHelp)
       ->transform(CLI::CheckedTransformer(kCheckModes, CLI::ignore_case))
       ->default_str("default");
+  load->add_option("--memory", load_flags.memory, kMemoryHelp)
+      ->check(CLI::IsMember(kMemoryModes))
+      ->capture_default_str();
   load->add_option("--precision", load_flags.precision, kPrecisionHelp)
       ->transform(CLI::CheckedTransformer(kPrecisions, CLI::ignore_case))
       ->default_str("fp32");
@@ -442,5 +464,5 @@ int main(int argc, char** argv) {
   }
   if (kernels->parsed())
     return RunKernels(common, kernels_options, kernels_json);
-  return RunGemm(common, run_options);
+  return RunGemm(common, run_options, run_memory);
 }

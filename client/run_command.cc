@@ -95,19 +95,61 @@ absl::StatusOr<int> RunGemms(GemmClient* client, const RunOptions& options,
       (4.0 * (operands.a.size() + operands.b.size() + operands.c.size()) +
        4.0 * p.m * p.n) /
       1e6;
-  absl::FPrintF(out, "GEMM %s alpha=%g beta=%g kernel=%s via %s\n",
-                p.ToString(), p.alpha, p.beta, options.kernel, server);
+  // Operands and result in a region: written once, before the runs.
+  std::unique_ptr<JobRegion> region;
+  uint64_t result_offset = 0;
+  if (options.memory != OperandMemory::kMessages) {
+    const uint64_t bytes = 4 * (operands.a.size() + operands.b.size() +
+                                operands.c.size() + p.c_elements()) +
+                           4 * 256;
+    absl::StatusOr<std::unique_ptr<JobRegion>> made =
+        JobRegion::Create(client, options.memory, bytes);
+    if (!made.ok()) return made.status();
+    region = std::move(*made);
+    auto place = [&](const std::vector<float>& data,
+                     RegionOffset* ref) -> absl::Status {
+      if (data.empty()) return absl::OkStatus();
+      absl::StatusOr<uint64_t> at = region->Reserve(4 * data.size());
+      if (!at.ok()) return at.status();
+      *ref = region->At(*at);
+      return region->Write(*at, data.data(), 4 * data.size());
+    };
+    absl::Status placed = place(operands.a, &args.a_region);
+    if (placed.ok()) placed = place(operands.b, &args.b_region);
+    if (placed.ok()) placed = place(operands.c, &args.c_region);
+    if (!placed.ok()) return placed;
+    absl::StatusOr<uint64_t> at = region->Reserve(4 * p.c_elements());
+    if (!at.ok()) return at.status();
+    result_offset = *at;
+    args.result_region = region->At(result_offset);
+  }
+  absl::FPrintF(out, "GEMM %s alpha=%g beta=%g kernel=%s via %s%s\n",
+                p.ToString(), p.alpha, p.beta, options.kernel, server,
+                region == nullptr
+                    ? ""
+                    : absl::StrCat(", operands and result in ",
+                                   OperandMemoryName(options.memory),
+                                   " region ", region->name()));
   std::vector<float> c(p.c_elements());
   int failures = 0;
   for (int i = 0; i < options.repeat; ++i) {
     // Poison the output, so that an unwritten element cannot pass.
     std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
+    if (region != nullptr) {
+      absl::Status poisoned =
+          region->Write(result_offset, c.data(), 4 * c.size());
+      if (!poisoned.ok()) return poisoned;
+    }
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<v1::Timing> timing = client->Gemm(args, c.data());
     const double client_ms = std::chrono::duration<double, std::milli>(
                                  std::chrono::steady_clock::now() - start)
                                  .count();
     if (!timing.ok()) return timing.status();
+    if (region != nullptr) {
+      absl::Status read = region->Read(result_offset, c.data(), 4 * c.size());
+      if (!read.ok()) return read;
+    }
     absl::FPrintF(
         out,
         "run %d: client %.3f ms | server %.3f ms = queue %.3f + h2d %.3f + "

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/gemm_client.h"
+#include "client/job_region.h"
 #include "common/gemm_problem.h"
 
 namespace gemm::client {
@@ -46,6 +47,10 @@ struct RunOptions {
   v1::Check check = v1::CHECK_DEFAULT;
   // The arithmetic asked of the server (GemmParams.precision).
   v1::Precision precision = v1::PRECISION_DEFAULT;
+  // Where A, B, C and the result travel: in the messages, or in a region
+  // shared with a server on this host (job_region.h); the result is then
+  // read from the region after each run, outside the timed call.
+  OperandMemory memory = OperandMemory::kMessages;
 };
 
 // The job's problem, with sizes from the files, and its operands.

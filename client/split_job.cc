@@ -5,7 +5,9 @@
 namespace gemm::client {
 
 bool CanSplitRows(const GemmArgs& args, int parts) {
-  return parts > 1 && !args.problem.trans_a &&
+  // Region offsets are not cut into blocks: such jobs go whole.
+  return parts > 1 && !args.problem.trans_a && !args.a_region.used() &&
+         !args.c_region.used() && !args.result_region.used() &&
          args.problem.m >= static_cast<uint32_t>(parts);
 }
 

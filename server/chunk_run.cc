@@ -16,24 +16,34 @@ using kernels::MakeSgemmArgs;
 using kernels::SgemmArgs;
 using kernels::SgemmKernel;
 
+// Enqueues one operand's copy to `to` on the device: from host memory (the
+// job's storage, or a system region, pinned), or from device memory (a
+// CUDA IPC region; a copy between devices when it lives on another).
+absl::Status CopyIn(float* to, const float* host, const RegionSpan& region,
+                    uint64_t elements, const char* what, cudaStream_t st) {
+  const bool on_device = region.device != nullptr;
+  return CudaStatus(
+      cudaMemcpyAsync(to, on_device ? region.device : host, 4 * elements,
+                      on_device ? cudaMemcpyDefault : cudaMemcpyHostToDevice,
+                      st),
+      what);
+}
+
 // Enqueues A, B and (when beta is not 0) C of every job into `packed`.
 absl::Status CopyOperandsIn(const Chunk& chunk, const GemmProblem& problem,
                             const PackedOperands& packed, cudaStream_t st) {
   for (int i = 0; i < chunk.count; ++i) {
     GemmJob& job = chunk.job(i);
-    RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(packed.a + i * packed.stride_a, job.a(),
-                        4 * problem.a_elements(), cudaMemcpyHostToDevice, st),
-        "H2D of A"));
-    RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(packed.b + i * packed.stride_b, job.b(),
-                        4 * problem.b_elements(), cudaMemcpyHostToDevice, st),
-        "H2D of B"));
+    RETURN_IF_ERROR(CopyIn(packed.a + i * packed.stride_a, job.a(),
+                           job.a_region(), problem.a_elements(), "H2D of A",
+                           st));
+    RETURN_IF_ERROR(CopyIn(packed.b + i * packed.stride_b, job.b(),
+                           job.b_region(), problem.b_elements(), "H2D of B",
+                           st));
     if (problem.beta != 0.0f) {
-      RETURN_IF_ERROR(CudaStatus(
-          cudaMemcpyAsync(packed.c + i * packed.stride_c, job.c(),
-                          4 * problem.c_elements(), cudaMemcpyHostToDevice, st),
-          "H2D of C"));
+      RETURN_IF_ERROR(CopyIn(packed.c + i * packed.stride_c, job.c_in(),
+                             job.c_region(), problem.c_elements(), "H2D of C",
+                             st));
     }
   }
   return absl::OkStatus();
@@ -57,9 +67,16 @@ absl::Status CopyResultsOut(const Chunk& chunk, const GemmProblem& problem,
                             const std::vector<bool>* skip = nullptr) {
   for (int i = 0; i < chunk.count; ++i) {
     if (skip != nullptr && (*skip)[i]) continue;
+    GemmJob& job = chunk.job(i);
+    // To host memory, or to device memory (a CUDA IPC region).
+    float* device_result = job.result_region().device;
     RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(chunk.job(i).c(), packed.c + i * packed.stride_c,
-                        4 * problem.c_elements(), cudaMemcpyDeviceToHost, st),
+        cudaMemcpyAsync(device_result != nullptr ? device_result : job.c(),
+                        packed.c + i * packed.stride_c,
+                        4 * problem.c_elements(),
+                        device_result != nullptr ? cudaMemcpyDefault
+                                                 : cudaMemcpyDeviceToHost,
+                        st),
         "D2H of C"));
   }
   return absl::OkStatus();

@@ -94,6 +94,11 @@ absl::Status CpuExecutor::Execute(const Batch& batch) {
 
 absl::Status CpuExecutor::Run(GemmJob& job) {
   JobTiming& t = job.timing();
+  // The result goes somewhere else than the input C (one of them is in a
+  // region): it starts as a copy of the input, which the GEMM updates.
+  if (job.problem().beta != 0.0f && job.c() != job.c_in()) {
+    std::copy_n(job.c_in(), job.problem().c_elements(), job.c());
+  }
   if (!job.spec().check) {
     const absl::Time start = absl::Now();
     Sgemm(job);

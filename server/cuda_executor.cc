@@ -24,21 +24,43 @@ using kernels::MakeSgemmArgs;
 using kernels::SgemmArgs;
 using kernels::SgemmKernel;
 
-// C = beta * C for a job with K = 0 (beta 0: zeros, whatever C held).
-void ScaleOnHost(GemmJob& job) {
+// C = beta * C for a job with K = 0 (beta 0: zeros, whatever C held), on
+// the host; through a host copy when the input C or the result is in
+// device memory (a CUDA IPC region).
+absl::Status ScaleOnHost(GemmJob& job) {
   const absl::Time start = absl::Now();
-  float* c = job.c();
   const uint64_t n = job.problem().c_elements();
   const float beta = job.problem().beta;
+  float* c = job.c();
+  std::vector<float> staged;
+  if (c == nullptr) {
+    staged.resize(n);
+    c = staged.data();
+  }
+  if (beta != 0.0f) {
+    if (job.c_region().device != nullptr) {
+      RETURN_IF_ERROR(CudaStatus(
+          cudaMemcpy(c, job.c_region().device, 4 * n, cudaMemcpyDefault),
+          "copy of C"));
+    } else if (job.c_in() != c) {
+      std::copy_n(job.c_in(), n, c);
+    }
+  }
   if (beta == 0.0f) {
     std::fill(c, c + n, 0.0f);
   } else {
     for (uint64_t i = 0; i < n; ++i) c[i] *= beta;
   }
+  if (!staged.empty()) {
+    RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpy(job.result_region().device, c, 4 * n, cudaMemcpyDefault),
+        "copy of the result"));
+  }
   JobTiming& t = job.timing();
   t.h2d = t.d2h = absl::ZeroDuration();
   t.compute = absl::Now() - start;
   t.device = "host (k = 0)";
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -270,7 +292,10 @@ absl::Status CudaExecutor::Execute(const Batch& batch) {
   // 23170^2 result from a 76-byte request) takes no device memory and no
   // copy engine from the other jobs.
   if (live.front()->problem().k == 0) {
-    for (const auto& job : live) ScaleOnHost(*job);
+    for (const auto& job : live) {
+      absl::Status scaled = ScaleOnHost(*job);
+      if (!scaled.ok()) job->Finish(std::move(scaled));
+    }
     return absl::OkStatus();
   }
   // Split a batch too large for the memory budget into launches that fit.

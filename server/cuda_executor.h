@@ -101,6 +101,18 @@ class CudaExecutor final : public Executor {
   void SetResultCorrupterForTesting(ResultCorrupter corrupter) override {
     corrupter_ = std::move(corrupter);
   }
+  // Regions (cuda_executor_regions.cc): system regions are registered
+  // with the driver (cudaHostRegister, portable), CUDA IPC handles opened
+  // on the device whose UUID they name.
+  absl::StatusOr<bool> PinHostRegion(void* base, uint64_t bytes,
+                                     bool read_only) override;
+  void UnpinHostRegion(void* base) override;
+  absl::StatusOr<IpcMemory> OpenIpcRegion(absl::string_view handle,
+                                          absl::string_view device_uuid,
+                                          uint64_t bytes) override;
+  void CloseIpcRegion(const IpcMemory& memory) override;
+  // A device's UUID as nvidia-smi prints it ("GPU-8c3f0b1e-...").
+  static std::string DeviceUuid(int ordinal);
 
  private:
   // How ExecuteChunk runs: the first run of a batch, or the re-run of one

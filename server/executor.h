@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/precision.h"
 #include "server/gemm_job.h"
@@ -78,6 +79,16 @@ struct MemoryUse {
   uint64_t pinned_cache_limit_bytes = 0;
 };
 
+// GPU memory of a CUDA IPC region, opened in this process
+// (Executor::OpenIpcRegion).
+struct IpcMemory {
+  void* pointer = nullptr;
+  // The CUDA ordinal of the device it is on, in this process.
+  int ordinal = -1;
+  // Its id in devices(), e.g. "cuda:0".
+  std::string device_id;
+};
+
 // Jobs that run together; all satisfy JobSpec::SameBatchAs with the first.
 using Batch = std::vector<std::shared_ptr<GemmJob>>;
 
@@ -134,6 +145,37 @@ class Executor {
   virtual void SetResultCorrupterForTesting(ResultCorrupter corrupter) {
     (void)corrupter;
   }
+
+  // Regions (region_registry.h). Registers the host memory of a system
+  // shared-memory region with the backend's driver, so that copies run
+  // straight from and to it (cudaHostRegister): true when registered, false
+  // when the backend has no use for it (the CPU reads it in place).
+  // `read_only`: the mapping may not be written.
+  virtual absl::StatusOr<bool> PinHostRegion(void* base, uint64_t bytes,
+                                             bool read_only) {
+    (void)base;
+    (void)bytes;
+    (void)read_only;
+    return false;
+  }
+  // Undoes a PinHostRegion that returned true.
+  virtual void UnpinHostRegion(void* base) { (void)base; }
+  // Opens a CUDA IPC handle (cudaIpcMemHandle_t's bytes) of `bytes` bytes
+  // on the device with `device_uuid`. UNIMPLEMENTED on a backend without
+  // CUDA; INVALID_ARGUMENT when the handle or device is wrong.
+  virtual absl::StatusOr<IpcMemory> OpenIpcRegion(absl::string_view handle,
+                                                  absl::string_view device_uuid,
+                                                  uint64_t bytes) {
+    (void)handle;
+    (void)device_uuid;
+    (void)bytes;
+    return absl::UnimplementedError(absl::StrCat(
+        "the ", std::string(backend()),
+        " backend has no CUDA device: CUDA IPC regions need a server on the "
+        "cuda backend; use a system shared-memory region"));
+  }
+  // Closes memory from OpenIpcRegion.
+  virtual void CloseIpcRegion(const IpcMemory& memory) { (void)memory; }
 };
 
 // Wraps an executor in another (a test build injects failures this way);
@@ -176,6 +218,19 @@ class ForwardingExecutor : public Executor {
   bool serviceable() const override { return inner_->serviceable(); }
   void SetResultCorrupterForTesting(ResultCorrupter corrupter) override {
     inner_->SetResultCorrupterForTesting(std::move(corrupter));
+  }
+  absl::StatusOr<bool> PinHostRegion(void* base, uint64_t bytes,
+                                     bool read_only) override {
+    return inner_->PinHostRegion(base, bytes, read_only);
+  }
+  void UnpinHostRegion(void* base) override { inner_->UnpinHostRegion(base); }
+  absl::StatusOr<IpcMemory> OpenIpcRegion(absl::string_view handle,
+                                          absl::string_view device_uuid,
+                                          uint64_t bytes) override {
+    return inner_->OpenIpcRegion(handle, device_uuid, bytes);
+  }
+  void CloseIpcRegion(const IpcMemory& memory) override {
+    inner_->CloseIpcRegion(memory);
   }
 
  protected:

@@ -64,6 +64,10 @@ absl::Status InflightBudget::Reserve(uint64_t bytes, Reservation* reservation,
 }
 
 HostBuffer::HostBuffer(HostAllocator* allocator, uint64_t elements) {
+  Allocate(allocator, elements);
+}
+
+void HostBuffer::Allocate(HostAllocator* allocator, uint64_t elements) {
   bytes_ = 4 * std::max<uint64_t>(1, elements);
   if (allocator != nullptr) {
     data_ = static_cast<float*>(allocator->Allocate(bytes_));
@@ -81,12 +85,27 @@ HostBuffer::~HostBuffer() {
 }
 
 GemmJob::GemmJob(JobSpec spec, InflightBudget::Reservation reservation,
-                 HostAllocator* allocator)
+                 HostAllocator* allocator, JobRegions regions)
     : spec_(std::move(spec)),
       reservation_(std::move(reservation)),
-      a_(allocator, spec_.problem.a_elements()),
-      b_(allocator, spec_.problem.b_elements()),
-      c_(allocator, spec_.problem.c_elements()) {}
+      regions_(std::move(regions)) {
+  const GemmProblem& p = spec_.problem;
+  if (!regions_.a.used()) a_.Allocate(allocator, p.a_elements());
+  if (!regions_.b.used()) b_.Allocate(allocator, p.b_elements());
+  if (!regions_.c.used() || !regions_.result.used()) {
+    c_.Allocate(allocator, p.c_elements());
+  }
+}
+
+absl::Status GemmJob::RegionsIntact() const {
+  for (const RegionSpan* span :
+       {&regions_.a, &regions_.b, &regions_.c, &regions_.result}) {
+    if (!span->used()) continue;
+    absl::Status intact = span->hold->Intact();
+    if (!intact.ok()) return intact;
+  }
+  return absl::OkStatus();
+}
 
 bool GemmJob::IsCancelled() const {
   return cancelled_.load() || (cancel_check_ && cancel_check_());

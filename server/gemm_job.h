@@ -28,6 +28,15 @@
 
 namespace gemm::server {
 
+// Bytes of a caller's region, as a job's params name them
+// (GemmParams.a_region ... result_region; region_registry.h).
+struct RegionRef {
+  // Empty: the operand is not in a region.
+  std::string region;
+  uint64_t offset = 0;
+  bool used() const { return !region.empty(); }
+};
+
 // An accepted job's request: the problem, the kernel that will run it and
 // its time budget.
 struct JobSpec {
@@ -39,6 +48,11 @@ struct JobSpec {
   // Check the result before returning it (ABFT: common/abft.h). Never set
   // for K = 0, which multiplies nothing.
   bool check = false;
+  // Operands and result in regions (c_region only when beta is not 0).
+  RegionRef a_region;
+  RegionRef b_region;
+  RegionRef c_region;
+  RegionRef result_region;
 
   // Jobs with equal batch keys can run as one batched launch.
   bool SameBatchAs(const JobSpec& other) const;
@@ -135,6 +149,9 @@ class HostBuffer {
   HostBuffer(const HostBuffer&) = delete;
   HostBuffer& operator=(const HostBuffer&) = delete;
   ~HostBuffer();
+  // Allocates a buffer constructed empty.
+  void Allocate(HostAllocator* allocator, uint64_t elements);
+  // nullptr while empty.
   float* data() const { return data_; }
   // True when the block came from the allocator (pinned, for CUDA).
   bool from_allocator() const { return allocator_ != nullptr; }
@@ -145,14 +162,47 @@ class HostBuffer {
   float* data_ = nullptr;
 };
 
+// A job's hold on a caller's region (region_registry.h): the region stays
+// mapped while a hold on it lives.
+class RegionHold {
+ public:
+  virtual ~RegionHold() = default;
+  // OK while the region's memory is sound; FAILED_PRECONDITION, naming the
+  // region, once its shared-memory object shrank under the mapping
+  // (mapping_guard.h): whatever a job read or wrote there is lost.
+  virtual absl::Status Intact() const = 0;
+};
+
+// An operand or result that lives in a caller's region instead of the
+// job's own storage: host memory (a system shared-memory region, mapped
+// here) or device memory (a CUDA IPC region, on CUDA device `ordinal`).
+struct RegionSpan {
+  std::shared_ptr<const RegionHold> hold;
+  float* host = nullptr;
+  float* device = nullptr;
+  int ordinal = -1;
+  bool used() const { return hold != nullptr; }
+};
+
+// Which of a job's operands and result are in regions.
+struct JobRegions {
+  RegionSpan a;
+  RegionSpan b;
+  RegionSpan c;  // the input C
+  RegionSpan result;
+  bool any() const { return a.used() || b.used() || c.used() || result.used(); }
+};
+
 class GemmJob {
  public:
   using DoneCallback = std::function<void(GemmJob& job, absl::Status status)>;
 
   // Allocates (uninitialized) host storage for A, B and C, from `allocator`
-  // when given (it must outlive the job), else from the heap.
+  // when given (it must outlive the job), else from the heap; operands and
+  // the result that live in `regions` get none (C gets none only when both
+  // the input C and the result are in regions).
   GemmJob(JobSpec spec, InflightBudget::Reservation reservation,
-          HostAllocator* allocator = nullptr);
+          HostAllocator* allocator = nullptr, JobRegions regions = {});
   GemmJob(const GemmJob&) = delete;
   GemmJob& operator=(const GemmJob&) = delete;
 
@@ -160,15 +210,38 @@ class GemmJob {
   const GemmProblem& problem() const { return spec_.problem; }
   const std::string& kernel() const { return spec_.kernel; }
 
-  float* a() { return a_.data(); }
-  float* b() { return b_.data(); }
-  // Holds the input C (when beta is not 0) and, once done, the result.
-  float* c() { return c_.data(); }
-  const float* c() const { return c_.data(); }
-  // True when A, B and C all came from the HostAllocator.
-  bool host_storage_from_allocator() const {
-    return a_.from_allocator() && b_.from_allocator() && c_.from_allocator();
+  // A and B in host memory: the job's storage or a system region; nullptr
+  // when the operand is in device memory (a_device(), b_device()).
+  float* a() { return regions_.a.used() ? regions_.a.host : a_.data(); }
+  float* b() { return regions_.b.used() ? regions_.b.host : b_.data(); }
+  // A and B in device memory (CUDA IPC regions), else nullptr.
+  const RegionSpan& a_region() const { return regions_.a; }
+  const RegionSpan& b_region() const { return regions_.b; }
+  // The input C in host memory (read when beta is not 0): the job's
+  // storage, or a system region; nullptr when it is in device memory.
+  float* c_in() { return regions_.c.used() ? regions_.c.host : c_.data(); }
+  const RegionSpan& c_region() const { return regions_.c; }
+  // Where the result goes in host memory: the job's storage (which held the
+  // input C, when that came with the request) or a system region; nullptr
+  // when it goes to device memory (result_region().device).
+  float* c() {
+    return regions_.result.used() ? regions_.result.host : c_.data();
   }
+  const float* c() const {
+    return regions_.result.used() ? regions_.result.host : c_.data();
+  }
+  const RegionSpan& result_region() const { return regions_.result; }
+  // True when the result goes to a region: no result bytes are sent.
+  bool result_in_region() const { return regions_.result.used(); }
+  // True when A and B use regions of device memory or none, and every
+  // operand byte in the job's own storage came from the HostAllocator.
+  bool host_storage_from_allocator() const {
+    return (regions_.a.used() || a_.from_allocator()) &&
+           (regions_.b.used() || b_.from_allocator()) &&
+           (c_.data() == nullptr || c_.from_allocator());
+  }
+  // OK unless a region the job uses broke (RegionHold::Intact).
+  absl::Status RegionsIntact() const;
 
   void set_done_callback(DoneCallback callback) { done_ = std::move(callback); }
   // Polled by the scheduler: a cancelled job is dropped before it runs.
@@ -194,6 +267,7 @@ class GemmJob {
  private:
   const JobSpec spec_;
   InflightBudget::Reservation reservation_;
+  JobRegions regions_;
   HostBuffer a_;
   HostBuffer b_;
   HostBuffer c_;

@@ -182,6 +182,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   service_options.host_allocator = server->host_allocator_;
   service_options.coalesce_small_writes = options.coalesce_small_writes;
   service_options.metrics = server->metrics_.get();
+  service_options.regions = options.regions;
   server->service_ = std::make_unique<GemmServiceImpl>(
       service_options, server->executor_.get(), server->scheduler_.get());
 

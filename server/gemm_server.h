@@ -48,6 +48,8 @@ class GemmServer {
     // cuda_executor_options.h for each default.
     CudaExecutorOptions cuda;
     ServiceLimits limits;
+    // Shared-memory regions (region_registry.h).
+    RegionRegistry::Options regions;
     // batching.num_workers 0 means the backend's choice: 1 on the CPU,
     // devices x streams_per_device on CUDA. The other fields keep
     // BatchScheduler::Options's defaults.

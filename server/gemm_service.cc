@@ -15,8 +15,10 @@
 namespace gemm::server {
 namespace {
 
-JobIntake::Options IntakeOptions(const GemmServiceImpl::Options& options) {
+JobIntake::Options IntakeOptions(const GemmServiceImpl::Options& options,
+                                 RegionRegistry* regions) {
   JobIntake::Options intake;
+  intake.regions = regions;
   intake.limits = options.limits;
   intake.host_allocator = options.host_allocator;
   intake.client_shares.max_bytes_per_client =
@@ -57,16 +59,20 @@ GemmServiceImpl::GemmServiceImpl(const Options& options, Executor* executor,
     : options_(options),
       executor_(executor),
       scheduler_(scheduler),
-      intake_(IntakeOptions(options), executor, scheduler),
+      regions_(options.regions, executor),
+      intake_(IntakeOptions(options, &regions_), executor, scheduler),
       stream_options_(StreamOptions(options)) {
   const absl::Duration stall = options.limits.job_stall_timeout;
-  if (stall <= absl::ZeroDuration()) return;
-  const absl::Duration period = std::min(absl::Seconds(1), stall / 4);
-  sweeper_ = std::thread([this, period] {
+  const absl::Duration idle = options.regions.idle_timeout;
+  absl::Duration period = absl::Seconds(1);
+  if (stall > absl::ZeroDuration()) period = std::min(period, stall / 4);
+  if (idle > absl::ZeroDuration()) period = std::min(period, idle / 4);
+  sweeper_ = std::thread([this, period, stall] {
     absl::Time last_trim = absl::Now();
     while (!stop_sweeping_.WaitForNotificationWithTimeout(period)) {
       const absl::Time now = absl::Now();
-      streams_.ExpireStalled(now);
+      if (stall > absl::ZeroDuration()) streams_.ExpireStalled(now);
+      regions_.ExpireIdle(now);
       // Memory freed after a burst (or an attack) stays with the process
       // under the allocator's 1 GiB trim threshold (process_tuning.h) and
       // in gRPC's threads' arenas; give it back to the system every 10 s.
@@ -129,6 +135,9 @@ v1::InfoResponse GemmServiceImpl::Describe() const {
   limits->set_max_queued_jobs(scheduler_->options().max_queued_jobs);
   limits->set_max_inflight_bytes(l.max_inflight_bytes);
   limits->set_result_chunk_bytes(l.result_chunk_bytes);
+  limits->set_max_regions_per_client(regions_.options().max_regions_per_owner);
+  limits->set_region_idle_timeout_s(
+      absl::ToDoubleSeconds(regions_.options().idle_timeout));
   v1::ServerStats* stats = response.mutable_stats();
   const JobCounts& counts = intake_.counts();
   stats->set_jobs_ok(counts.ok());
@@ -172,7 +181,9 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     ASSIGN_OR_RETURN(JobSpec spec, intake_.Validate(in.header.params()));
     shape = spec.problem;
     // The answer must fit in a message too; found out before the job runs.
-    RETURN_IF_ERROR(CheckUnaryResultBytes(spec.problem, intake_.limits()));
+    if (!spec.result_region.used()) {
+      RETURN_IF_ERROR(CheckUnaryResultBytes(spec.problem, intake_.limits()));
+    }
     JobIntake::Call call = intake_.CallOf(context, client);
     ASSIGN_OR_RETURN(
         std::shared_ptr<GemmJob> job,
@@ -195,9 +206,11 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
       } else {
         v1::Timing timing;
         FillTiming(done, &timing);
+        // A result written to the caller's region travels no bytes.
         *response = wire::EncodeGemmResponse(
             reinterpret_cast<const char*>(done.c()),
-            4 * done.problem().c_elements(), timing, weak.lock());
+            done.result_in_region() ? 0 : 4 * done.problem().c_elements(),
+            timing, weak.lock());
         // A call that has ended (deadline passed, cancelled) takes no
         // result to its caller.
         if (context->IsCancelled()) {
@@ -231,6 +244,61 @@ GemmServiceImpl::GemmStream(grpc::CallbackServerContext* context) {
   if (!client.ok()) return new RefusedStream(ToGrpcStatus(client.status()));
   return new GemmStreamReactor(&intake_, &streams_, stream_options_, context,
                                *client);
+}
+
+grpc::ServerUnaryReactor* GemmServiceImpl::RegisterRegion(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto run = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const std::string owner, Identify(*context));
+    v1::RegisterRegionRequest in;
+    RETURN_IF_ERROR(wire::DecodeMessage(*request, &in));
+    v1::RegisterRegionResponse out;
+    ASSIGN_OR_RETURN(*out.mutable_region(), regions_.Register(owner, in));
+    *response = wire::EncodeMessage(out);
+    return absl::OkStatus();
+  };
+  reactor->Finish(ToGrpcStatus(run()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GemmServiceImpl::UnregisterRegion(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto run = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const std::string owner, Identify(*context));
+    v1::UnregisterRegionRequest in;
+    RETURN_IF_ERROR(wire::DecodeMessage(*request, &in));
+    *response = wire::EncodeMessage(v1::UnregisterRegionResponse());
+    // Answered once no job uses the region and it is unmapped: now, or
+    // when the last job using it ends.
+    return regions_.Unregister(
+        owner, in.name(), [reactor] { reactor->Finish(grpc::Status::OK); });
+  };
+  absl::Status status = run();
+  if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GemmServiceImpl::ListRegions(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto run = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const std::string owner, Identify(*context));
+    v1::ListRegionsRequest in;
+    RETURN_IF_ERROR(wire::DecodeMessage(*request, &in));
+    v1::ListRegionsResponse out;
+    for (v1::RegionInfo& info : regions_.List(owner)) {
+      *out.add_regions() = std::move(info);
+    }
+    *response = wire::EncodeMessage(out);
+    return absl::OkStatus();
+  };
+  reactor->Finish(ToGrpcStatus(run()));
+  return reactor;
 }
 
 void GemmServiceImpl::Drain() {

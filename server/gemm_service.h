@@ -28,6 +28,7 @@
 #include "server/gemm_job.h"
 #include "server/gemm_stream_reactor.h"
 #include "server/job_intake.h"
+#include "server/region_registry.h"
 #include "server/validation.h"
 
 namespace gemm::server {
@@ -45,7 +46,10 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 using GemmServiceBase = v1::GemmService::WithRawCallbackMethod_Info<
     v1::GemmService::WithRawCallbackMethod_Gemm<
         v1::GemmService::WithRawCallbackMethod_GemmStream<
-            v1::GemmService::Service>>>;
+            v1::GemmService::WithRawCallbackMethod_RegisterRegion<
+                v1::GemmService::WithRawCallbackMethod_UnregisterRegion<
+                    v1::GemmService::WithRawCallbackMethod_ListRegions<
+                        v1::GemmService::Service>>>>>>;
 
 class GemmServiceImpl final : public GemmServiceBase {
  public:
@@ -64,6 +68,8 @@ class GemmServiceImpl final : public GemmServiceBase {
     // Where jobs and bytes are also counted (server_metrics.h); must
     // outlive the service. Default nullptr: Info's counts only.
     ServerMetrics* metrics = nullptr;
+    // Shared-memory regions (region_registry.h).
+    RegionRegistry::Options regions;
   };
 
   // `executor` and `scheduler` must outlive the service. Starts a thread
@@ -80,6 +86,15 @@ class GemmServiceImpl final : public GemmServiceBase {
                                  grpc::ByteBuffer* response) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GemmStream(
       grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* RegisterRegion(grpc::CallbackServerContext* context,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* UnregisterRegion(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+      grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListRegions(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
   // Shutdown, once the scheduler has stopped accepting jobs: every job not
   // yet accepted ends with UNAVAILABLE (streams waiting for room included),
@@ -106,12 +121,14 @@ class GemmServiceImpl final : public GemmServiceBase {
   // Read by Info only.
   Executor* const executor_;
   BatchScheduler* const scheduler_;
+  // Before the intake, which holds it: outlives every job.
+  RegionRegistry regions_;
   JobIntake intake_;
   const GemmStreamReactor::Options stream_options_;
   StreamRegistry streams_;
   std::atomic<size_t> open_unary_calls_{0};
   // Expires stalled stream jobs every quarter of the stall timeout (at most
-  // a second apart).
+  // a second apart), and idle regions.
   absl::Notification stop_sweeping_;
   std::thread sweeper_;
   const absl::Time start_time_ = absl::Now();

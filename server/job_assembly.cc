@@ -17,7 +17,7 @@ float* OperandData(GemmJob& job, v1::Operand operand) {
     case v1::OPERAND_B:
       return job.b();
     case v1::OPERAND_C:
-      return job.c();
+      return job.c_in();
     default:
       return nullptr;
   }
@@ -42,7 +42,17 @@ absl::Status JobAssembly::Append(const wire::DecodedRequest& in) {
         "set, got ",
         static_cast<int>(op)));
   }
-  const uint64_t expected = ExpectedBytes(job_->problem(), op);
+  const JobSpec& spec = job_->spec();
+  const RegionRef& region = op == v1::OPERAND_A   ? spec.a_region
+                            : op == v1::OPERAND_B ? spec.b_region
+                                                  : spec.c_region;
+  if (region.used()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job_id ", req.job_id(), ": data: a chunk of ", v1::Operand_Name(op),
+        ", but the job's params put it in region ",
+        QuoteClientText(region.region), "; send one or the other"));
+  }
+  const uint64_t expected = ExpectedBytes(spec, op);
   uint64_t& received = received_[op];
   if (req.offset() != received) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -66,7 +76,7 @@ absl::Status JobAssembly::Append(const wire::DecodedRequest& in) {
 
 absl::Status JobAssembly::CheckComplete() const {
   absl::Status s =
-      CheckOperandBytes(job_->problem(), received_[v1::OPERAND_A],
+      CheckOperandBytes(job_->spec(), received_[v1::OPERAND_A],
                         received_[v1::OPERAND_B], received_[v1::OPERAND_C]);
   if (s.ok()) return s;
   return absl::InvalidArgumentError(

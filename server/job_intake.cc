@@ -4,7 +4,9 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 
@@ -61,13 +63,66 @@ absl::StatusOr<JobSpec> JobIntake::Validate(
   return ValidateParams(params, options_.limits, *executor_);
 }
 
+absl::StatusOr<JobRegions> JobIntake::HoldRegions(const JobSpec& spec,
+                                                  const std::string& owner) {
+  JobRegions held;
+  if (!spec.a_region.used() && !spec.b_region.used() && !spec.c_region.used() &&
+      !spec.result_region.used()) {
+    return held;
+  }
+  if (options_.regions == nullptr) {
+    return absl::UnimplementedError(
+        "params: names a region, but this server serves no regions");
+  }
+  const GemmProblem& p = spec.problem;
+  // The bytes each operand covers, for the overlap checks.
+  struct Use {
+    const char* operand;
+    const RegionRef* ref;
+    uint64_t bytes;
+    RegionSpan* span;
+    bool write;
+  };
+  Use uses[] = {
+      {"a", &spec.a_region, 4 * p.a_elements(), &held.a, false},
+      {"b", &spec.b_region, 4 * p.b_elements(), &held.b, false},
+      {"c", &spec.c_region, 4 * p.c_elements(), &held.c, false},
+      {"result", &spec.result_region, 4 * p.c_elements(), &held.result, true}};
+  const Use& result = uses[3];
+  for (const Use& use : uses) {
+    if (!use.ref->used() || !result.ref->used() || &use == &result) continue;
+    if (use.ref->region != result.ref->region) continue;
+    const uint64_t begin = use.ref->offset, end = begin + use.bytes;
+    const uint64_t r_begin = result.ref->offset, r_end = r_begin + result.bytes;
+    const bool overlap = begin < r_end && r_begin < end;
+    // C may be updated in place: exactly the same bytes.
+    const bool in_place = use.span == &held.c && begin == r_begin;
+    if (overlap && !in_place) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "params.result_region: bytes [%d, %d) of region %s overlap %s's "
+          "[%d, %d); a result may share bytes with C only, and only all of "
+          "them (in place)",
+          r_begin, r_end, QuoteClientText(result.ref->region),
+          absl::AsciiStrToUpper(use.operand), begin, end));
+    }
+  }
+  for (const Use& use : uses) {
+    if (!use.ref->used()) continue;
+    ASSIGN_OR_RETURN(*use.span,
+                     options_.regions->Hold(owner, *use.ref, use.bytes,
+                                            use.operand, use.write));
+  }
+  return held;
+}
+
 absl::StatusOr<std::shared_ptr<GemmJob>> JobIntake::Allocate(
     const JobSpec& spec, const std::shared_ptr<ClientShare>& share) {
+  ASSIGN_OR_RETURN(JobRegions regions,
+                   HoldRegions(spec, share != nullptr ? share->client() : ""));
   InflightBudget::Reservation reservation;
-  RETURN_IF_ERROR(
-      budget_.Reserve(JobClaimBytes(spec.problem), &reservation, share));
+  RETURN_IF_ERROR(budget_.Reserve(JobClaimBytes(spec), &reservation, share));
   return std::make_shared<GemmJob>(spec, std::move(reservation),
-                                   options_.host_allocator);
+                                   options_.host_allocator, std::move(regions));
 }
 
 absl::StatusOr<std::shared_ptr<GemmJob>> JobIntake::AdmitComplete(
@@ -82,7 +137,7 @@ absl::StatusOr<std::shared_ptr<GemmJob>> JobIntake::AdmitComplete(
     const JobSpec& spec, const wire::Pieces& a, const wire::Pieces& b,
     const wire::Pieces& c, absl::string_view operand_error_prefix,
     const std::shared_ptr<ClientShare>& share) {
-  absl::Status sizes = CheckOperandBytes(spec.problem, a.size, b.size, c.size);
+  absl::Status sizes = CheckOperandBytes(spec, a.size, b.size, c.size);
   if (!sizes.ok()) {
     if (operand_error_prefix.empty()) return sizes;
     return absl::Status(sizes.code(),
@@ -91,9 +146,11 @@ absl::StatusOr<std::shared_ptr<GemmJob>> JobIntake::AdmitComplete(
   ASSIGN_OR_RETURN(std::shared_ptr<GemmJob> job, Allocate(spec, share));
   // The one copy of an operand byte on the server: from gRPC's slices into
   // the job's (pinned) storage.
-  a.CopyTo(reinterpret_cast<char*>(job->a()));
-  b.CopyTo(reinterpret_cast<char*>(job->b()));
-  if (spec.problem.beta != 0.0f) c.CopyTo(reinterpret_cast<char*>(job->c()));
+  if (!spec.a_region.used()) a.CopyTo(reinterpret_cast<char*>(job->a()));
+  if (!spec.b_region.used()) b.CopyTo(reinterpret_cast<char*>(job->b()));
+  if (spec.problem.beta != 0.0f && !spec.c_region.used()) {
+    c.CopyTo(reinterpret_cast<char*>(job->c_in()));
+  }
   return job;
 }
 
@@ -105,6 +162,8 @@ absl::Status JobIntake::Submit(const std::shared_ptr<GemmJob>& job,
   // A finished job has left the queue: a stream waiting for room may go on.
   job->set_done_callback(
       [this, done = std::move(done)](GemmJob& finished, absl::Status status) {
+        // A region that broke under the job spoiled its operands or result.
+        if (status.ok()) status = finished.RegionsIntact();
         done(finished, std::move(status));
         NotifyCapacity();
       });

@@ -42,6 +42,7 @@
 #include "server/gemm_job.h"
 #include "server/job_counts.h"
 #include "server/job_event_log.h"
+#include "server/region_registry.h"
 #include "server/validation.h"
 
 namespace gemm::server {
@@ -59,6 +60,9 @@ class JobIntake {
     // Where JobCounts also counts (server_metrics.h); must outlive the
     // intake. Default nullptr: Info's counts only.
     ServerMetrics* metrics = nullptr;
+    // The callers' regions (region_registry.h); must outlive the intake.
+    // Default nullptr: a job naming a region is refused.
+    RegionRegistry* regions = nullptr;
   };
 
   // What a job takes from the RPC that brought it.
@@ -85,9 +89,10 @@ class JobIntake {
   // Validates `params` and resolves the kernel: the job's spec.
   absl::StatusOr<JobSpec> Validate(const v1::GemmParams& params) const;
 
-  // Claims `spec`'s bytes (JobClaimBytes) from the in-flight budget and from
-  // `share` (when not null), and allocates the job's (uninitialized) host
-  // storage.
+  // Takes holds on the regions `spec` names (of `share`'s client), claims
+  // its bytes (JobClaimBytes) from the in-flight budget and from `share`
+  // (when not null), and allocates the job's (uninitialized) host storage
+  // for the operands not in regions.
   absl::StatusOr<std::shared_ptr<GemmJob>> Allocate(
       const JobSpec& spec, const std::shared_ptr<ClientShare>& share = nullptr);
 
@@ -139,6 +144,8 @@ class JobIntake {
   const JobCounts& counts() const { return counts_; }
 
   const ServiceLimits& limits() const { return options_.limits; }
+  // Null when the service has none.
+  RegionRegistry* regions() const { return options_.regions; }
   const InflightBudget& budget() const { return budget_; }
   ClientShares& shares() { return shares_; }
 
@@ -153,6 +160,9 @@ class JobIntake {
 
   // Runs wakes, one epoch at a time.
   void WakeLoop();
+  // Holds on the regions `spec` names, of `owner`.
+  absl::StatusOr<JobRegions> HoldRegions(const JobSpec& spec,
+                                         const std::string& owner);
 
   std::atomic<uint64_t> epoch_{0};
   absl::Mutex waiters_mu_;

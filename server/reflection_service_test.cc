@@ -174,7 +174,7 @@ TEST_P(ReflectionTest, TheGemmServiceCanBeRebuiltFromItsFiles) {
   const google::protobuf::ServiceDescriptor* service =
       pool.FindServiceByName("gemm.v1.GemmService");
   ASSERT_NE(service, nullptr);
-  ASSERT_EQ(service->method_count(), 3);
+  ASSERT_EQ(service->method_count(), 6);
   const auto* info = service->FindMethodByName("Info");
   ASSERT_NE(info, nullptr);
   EXPECT_EQ(info->input_type()->full_name(), "gemm.v1.InfoRequest");

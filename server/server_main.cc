@@ -56,6 +56,8 @@ int RunServerMain(int argc, char** argv,
   options.limits.max_open_jobs_per_stream = 256;
   double job_stall_timeout_s =
       absl::ToDoubleSeconds(options.limits.job_stall_timeout);
+  double region_idle_timeout_s =
+      absl::ToDoubleSeconds(options.regions.idle_timeout);
   double max_connection_idle_s =
       absl::ToDoubleSeconds(options.max_connection_idle);
   double max_connection_age_s =
@@ -113,6 +115,16 @@ int RunServerMain(int argc, char** argv,
   app.add_option("--max-message-bytes", options.limits.max_message_bytes,
                  "largest gRPC message received or sent (a unary result "
                  "included)")
+      ->capture_default_str();
+  app.add_option("--max-regions-per-client",
+                 options.regions.max_regions_per_owner,
+                 "shared-memory regions one client may have registered at "
+                 "once")
+      ->capture_default_str();
+  app.add_option("--region-idle-timeout-s", region_idle_timeout_s,
+                 "a region no job or call of its owner used for this long is "
+                 "unregistered by the server (0: never)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--job-stall-timeout-s", job_stall_timeout_s,
                  "a streamed job that gets no data for this long fails with "
@@ -289,6 +301,7 @@ int RunServerMain(int argc, char** argv,
   }
   options.batching.max_queue_delay = absl::Microseconds(max_queue_delay_us);
   options.limits.job_stall_timeout = absl::Seconds(job_stall_timeout_s);
+  options.regions.idle_timeout = absl::Seconds(region_idle_timeout_s);
   options.limits.check_min_flops = check_min_gflop * 1e9;
   // Never below the largest job's claim (JobIntake raises it).
   options.limits.max_client_inflight_bytes =

@@ -59,7 +59,9 @@ void StreamOutbox::Clear() {
 grpc::ByteBuffer StreamOutbox::Next() {
   Outgoing& out = queue_.front();
   if (out.job != nullptr) {
-    const uint64_t total = 4 * out.job->problem().c_elements();
+    // A result written to the caller's region travels no bytes.
+    const uint64_t total =
+        out.job->result_in_region() ? 0 : 4 * out.job->problem().c_elements();
     if (!out.inline_result && out.offset < total) {
       const uint64_t n =
           std::min<uint64_t>(result_chunk_bytes_, total - out.offset);
@@ -78,7 +80,7 @@ grpc::ByteBuffer StreamOutbox::Next() {
   if (out.job != nullptr) {
     end->set_code(0);
     FillTiming(*out.job, end->mutable_timing());
-    if (out.inline_result) {
+    if (out.inline_result && !out.job->result_in_region()) {
       end->set_c(reinterpret_cast<const char*>(out.job->c()),
                  4 * out.job->problem().c_elements());
     }

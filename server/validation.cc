@@ -119,7 +119,87 @@ absl::StatusOr<JobSpec> ValidateParams(const v1::GemmParams& params,
   }
   ASSIGN_OR_RETURN(spec.kernel,
                    executor.ResolveKernel(problem, params.kernel(), precision));
+  auto region_ref = [](const char* field, bool present,
+                       const v1::RegionRef& ref,
+                       RegionRef* out) -> absl::Status {
+    if (!present) return absl::OkStatus();
+    RETURN_IF_ERROR(CheckRegionName(absl::StrCat("params.", field, ".region"),
+                                    ref.region()));
+    if (ref.offset() % 4 != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "params.%s.offset: %d is not a multiple of 4 (float32 operands)",
+          field, ref.offset()));
+    }
+    out->region = ref.region();
+    out->offset = ref.offset();
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(region_ref("a_region", params.has_a_region(),
+                             params.a_region(), &spec.a_region));
+  RETURN_IF_ERROR(region_ref("b_region", params.has_b_region(),
+                             params.b_region(), &spec.b_region));
+  RETURN_IF_ERROR(region_ref("c_region", params.has_c_region(),
+                             params.c_region(), &spec.c_region));
+  RETURN_IF_ERROR(region_ref("result_region", params.has_result_region(),
+                             params.result_region(), &spec.result_region));
+  // With beta 0 the input C is not read, wherever it is.
+  if (problem.beta == 0.0f) spec.c_region = RegionRef();
   return spec;
+}
+
+absl::Status CheckRegionName(absl::string_view field, absl::string_view name) {
+  if (name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": empty"));
+  }
+  if (name.size() > kMaxRegionNameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", name.size(), " bytes, longer than the ",
+                     kMaxRegionNameBytes, " a region's name may have"));
+  }
+  for (char ch : name) {
+    if (ch < 0x21 || ch > 0x7e) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": ", QuoteClientText(name),
+          " has a character that is not printable ASCII (or a space)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+uint64_t ExpectedBytes(const JobSpec& spec, v1::Operand operand) {
+  const bool in_region = (operand == v1::OPERAND_A && spec.a_region.used()) ||
+                         (operand == v1::OPERAND_B && spec.b_region.used()) ||
+                         (operand == v1::OPERAND_C && spec.c_region.used());
+  return in_region ? 0 : ExpectedBytes(spec.problem, operand);
+}
+
+absl::Status CheckOperandBytes(const JobSpec& spec, uint64_t a_bytes,
+                               uint64_t b_bytes, uint64_t c_bytes) {
+  auto both = [](const char* operand, uint64_t bytes, const RegionRef& ref) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(operand, ": ", bytes, " bytes sent, but params.", operand,
+                     "_region puts it in region ", QuoteClientText(ref.region),
+                     "; send one or the other"));
+  };
+  if (spec.a_region.used() && a_bytes > 0)
+    return both("a", a_bytes, spec.a_region);
+  if (spec.b_region.used() && b_bytes > 0)
+    return both("b", b_bytes, spec.b_region);
+  if (spec.c_region.used() && c_bytes > 0)
+    return both("c", c_bytes, spec.c_region);
+  const GemmProblem& s = spec.problem;
+  if (!spec.a_region.used()) {
+    RETURN_IF_ERROR(CheckBytes("a", a_bytes, ExpectedBytes(s, v1::OPERAND_A),
+                               s.trans_a ? "K*M" : "M*K", s));
+  }
+  if (!spec.b_region.used()) {
+    RETURN_IF_ERROR(CheckBytes("b", b_bytes, ExpectedBytes(s, v1::OPERAND_B),
+                               s.trans_b ? "N*K" : "K*N", s));
+  }
+  if (spec.c_region.used()) return absl::OkStatus();
+  // A and B are right by now; C alone decides.
+  return CheckOperandBytes(s, ExpectedBytes(s, v1::OPERAND_A),
+                           ExpectedBytes(s, v1::OPERAND_B), c_bytes);
 }
 
 uint64_t ExpectedBytes(const GemmProblem& problem, v1::Operand operand) {
@@ -171,6 +251,22 @@ uint64_t JobClaimBytes(const GemmProblem& problem) {
   const uint64_t bytes = problem.total_bytes();
   return bytes > kMax - kJobBookkeepingBytes ? kMax
                                              : bytes + kJobBookkeepingBytes;
+}
+
+uint64_t JobClaimBytes(const JobSpec& spec) {
+  const GemmProblem& p = spec.problem;
+  if (!spec.a_region.used() && !spec.b_region.used() &&
+      !spec.result_region.used()) {
+    return JobClaimBytes(p);
+  }
+  // No saturation needed: the size limits have bounded every operand.
+  uint64_t bytes = kJobBookkeepingBytes;
+  if (!spec.a_region.used()) bytes += 4 * p.a_elements();
+  if (!spec.b_region.used()) bytes += 4 * p.b_elements();
+  if (!spec.c_region.used() || !spec.result_region.used()) {
+    bytes += 4 * p.c_elements();
+  }
+  return bytes;
 }
 
 uint64_t LargestJobClaimBytes(const ServiceLimits& limits) {

@@ -67,6 +67,10 @@ inline constexpr uint64_t kJobBookkeepingBytes = 1024;
 // The in-flight budget a job of `problem` claims: its bytes (saturated)
 // plus the bookkeeping.
 uint64_t JobClaimBytes(const GemmProblem& problem);
+// The same for `spec`, whose operands in regions claim nothing (the
+// caller's memory holds them), nor does C when both the input C and the
+// result are in regions.
+uint64_t JobClaimBytes(const JobSpec& spec);
 
 // The claim of the largest job the limits allow. The in-flight budget and
 // a client's share are never smaller (JobIntake raises them to it), so
@@ -88,10 +92,21 @@ absl::StatusOr<JobSpec> ValidateParams(const v1::GemmParams& params,
 
 // Bytes an operand must have; C's may also be 0 when beta is 0.
 uint64_t ExpectedBytes(const GemmProblem& problem, v1::Operand operand);
+// Bytes an operand must have in the request: 0 when it is in a region.
+uint64_t ExpectedBytes(const JobSpec& spec, v1::Operand operand);
 
 // Checks the byte counts of a complete job's operands.
 absl::Status CheckOperandBytes(const GemmProblem& problem, uint64_t a_bytes,
                                uint64_t b_bytes, uint64_t c_bytes);
+// The same for `spec`: an operand in a region must come with no bytes.
+absl::Status CheckOperandBytes(const JobSpec& spec, uint64_t a_bytes,
+                               uint64_t b_bytes, uint64_t c_bytes);
+
+// Longest region name (RegisterRegionRequest.name).
+inline constexpr size_t kMaxRegionNameBytes = 128;
+// Checks a region's name: 1 to kMaxRegionNameBytes printable ASCII
+// characters. `field` names it in the error.
+absl::Status CheckRegionName(absl::string_view field, absl::string_view name);
 
 // Checks that the unary call's answer, C in one GemmResponse, fits in a
 // message of limits.max_message_bytes: RESOURCE_EXHAUSTED, naming both

@@ -352,6 +352,27 @@ TEST(RunCommandTest, RunVerifiesAndWritesNpy) {
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
+TEST(RunCommandTest, RunThroughASharedMemoryRegionVerifies) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start().ok());
+  const std::string out = TempPath("c-shm.npy");
+  CliResult r =
+      RunClient({"run", "-s", server.address(), "-m", "70", "-n", "50", "-k",
+                 "30", "--beta", "0.5", "--trans-b", "--memory", "shm",
+                 "--verify", "--repeat", "2", "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("operands and result in shm region"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("run 2:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("vs float64 OK"), std::string::npos) << r.out;
+  EXPECT_EQ(ReadFile(out).substr(1, 5), "NUMPY");
+  // CUDA IPC needs a CUDA server: the CPU backend says so.
+  r = RunClient({"run", "-s", server.address(), "-m", "8", "-n", "8", "-k", "8",
+                 "--memory", "cuda-ipc"});
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
 TEST(KernelsCommandTest, TheCpuBackendHasOneRow) {
   ServerProcess server;
   ASSERT_TRUE(server.Start().ok());
