@@ -361,6 +361,44 @@ def table_attack(report, path):
     return lines
 
 
+def table_regions(report, path):
+    """Same-host callers: each workload over the socket, shared memory and CUDA IPC, with targets."""
+    r = report["results"]
+    cases = {c["name"]: c["report"] for c in r["cases"] if c["report"]}
+    copy = r.get("copy") or {}
+    pinned_h2d = copy.get("pinned", {}).get("h2d", {}).get("median_gbps")
+
+    # A and B of one 4096^3 job, in GB.
+    ab_gb = 4 * 2 * 4096 ** 2 / 1e9
+    rows = [
+        ("one 4096^3 job alone, 1 connection: latency p50", "one4096",
+         lambda x, m: f"{x['latency_ms']['p50']:.2f} ms", "shared memory <= 12 ms, CUDA IPC <= 5 ms"),
+        ("4096^3, 4 in flight, 4 connections: jobs/s, A and B moved to the kernel", "four4096",
+         lambda x, m: f"{x['requests_per_s']:,.1f} jobs/s, {x['requests_per_s'] * ab_gb:.1f} GB/s"
+                      + (f" = {x['requests_per_s'] * ab_gb / pinned_h2d:.2f} of pinned"
+                         if pinned_h2d and m != "cuda-ipc" else ""),
+         "shared memory >= 0.8 of cudaMemcpy from pinned memory"),
+        ("128^3, 64 in flight, 8 connections", "s128-c64",
+         lambda x, m: f"{x['requests_per_s']:,.0f} jobs/s, p99 {x['latency_ms']['p99']:.1f} ms",
+         "shared memory >= the socket"),
+    ]
+    lines = ["| workload | socket | system shared memory | CUDA IPC | target |", "|---|---|---|---|---|"]
+    for label, prefix, cell, target in rows:
+        memories = ("socket", "shm", "cuda-ipc")
+        got = [(cases.get(f"{prefix}-{m}"), m) for m in memories]
+        lines.append(f"| {label} | " + " | ".join(cell(x, m) if x else "-" for x, m in got)
+                     + f" | {target} |")
+    if copy:
+        lines += ["", "The yardstick, cudaMemcpy of 128 MiB in the same run (`copy-bench`, median): "
+                  + "; ".join(f"{label} {copy[key]['h2d']['median_gbps']:.1f} GB/s to the GPU, "
+                              f"{copy[key]['d2h']['median_gbps']:.1f} back"
+                              for key, label in (("pinned", "pinned (cudaMallocHost)"),
+                                                 ("registered_shm", "shared memory registered with the driver"),
+                                                 ("pageable_shm", "shared memory unregistered")))
+                  + "."]
+    return lines + ["", provenance(report, path)]
+
+
 # region name -> (scenario, table)
 TABLES = {
     "kernels": ("kernels", table_kernels),
@@ -377,6 +415,7 @@ TABLES = {
     "blas": ("blas", table_blas),
     "soak": ("soak", table_soak),
     "abft": ("abft", table_abft),
+    "regions": ("regions", table_regions),
     "attack": ("attack", table_attack),
     "attack-full": ("attack-full", table_attack),
 }
