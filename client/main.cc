@@ -353,6 +353,11 @@ int main(int argc, char** argv) {
   run->add_option("--memory", run_memory, kMemoryHelp)
       ->check(CLI::IsMember(kMemoryModes))
       ->capture_default_str();
+  run->add_flag_callback(
+      "--shm", [&run_memory] { run_memory = "shm"; }, "--memory shm");
+  run->add_flag_callback(
+      "--cuda-ipc", [&run_memory] { run_memory = "cuda-ipc"; },
+      "--memory cuda-ipc");
   run->add_option("--a", run_options.a_path, "A from a .npy file (sets M, K)");
   run->add_option("--b", run_options.b_path, "B from a .npy file (sets K, N)");
   run->add_option("--c", run_options.c_path,
@@ -384,6 +389,11 @@ int main(int argc, char** argv) {
   load->add_option("--memory", load_flags.memory, kMemoryHelp)
       ->check(CLI::IsMember(kMemoryModes))
       ->capture_default_str();
+  load->add_flag_callback(
+      "--shm", [&load_flags] { load_flags.memory = "shm"; }, "--memory shm");
+  load->add_flag_callback(
+      "--cuda-ipc", [&load_flags] { load_flags.memory = "cuda-ipc"; },
+      "--memory cuda-ipc");
   load->add_option("--precision", load_flags.precision, kPrecisionHelp)
       ->transform(CLI::CheckedTransformer(kPrecisions, CLI::ignore_case))
       ->default_str("fp32");

@@ -49,6 +49,18 @@ std::string ClientIdentityOfPeer(absl::string_view peer) {
   return std::string(peer);
 }
 
+bool IsLoopbackPeer(absl::string_view peer) {
+  if (absl::StartsWith(peer, "unix:") ||
+      absl::StartsWith(peer, "unix-abstract:")) {
+    return true;
+  }
+  if (!absl::StartsWith(peer, "ipv4:") && !absl::StartsWith(peer, "ipv6:")) {
+    return false;
+  }
+  const std::string address = ClientIdentityOfPeer(peer);
+  return absl::StartsWith(address, "127.") || address == "::1";
+}
+
 std::string ClientIdentityOfSocket(int fd) {
   sockaddr_storage address;
   socklen_t length = sizeof(address);

@@ -25,6 +25,10 @@ std::string ClientIdentityOfPeer(absl::string_view peer);
 // From a connected socket's peer address; "unknown" when it has none.
 std::string ClientIdentityOfSocket(int fd);
 
+// Whether a gRPC peer string is on this host by its address: a loopback
+// address (127.0.0.0/8, ::1, or 127.x mapped into IPv6) or a Unix socket.
+bool IsLoopbackPeer(absl::string_view peer);
+
 }  // namespace gemm::server
 
 #endif  // GEMM_SERVER_CLIENT_IDENTITY_H_

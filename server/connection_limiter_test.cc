@@ -51,6 +51,17 @@ TEST(ClientIdentityTest, PeerStringsAndSocketsNameTheSameClient) {
   EXPECT_EQ(ClientIdentityOfPeer("ipv6:%5B::1%5D:5555"), "::1");
   EXPECT_EQ(ClientIdentityOfPeer("ipv6:[::1]:5555"), "::1");
   EXPECT_EQ(ClientIdentityOfPeer("ipv6:[::ffff:10.1.2.3]:5555"), "10.1.2.3");
+  // Region registration is local by default (--regions local).
+  EXPECT_TRUE(IsLoopbackPeer("ipv4:127.0.0.1:5555"));
+  EXPECT_TRUE(IsLoopbackPeer("ipv4:127.3.2.1:5555"));
+  EXPECT_TRUE(IsLoopbackPeer("ipv6:%5B::1%5D:5555"));
+  EXPECT_TRUE(IsLoopbackPeer("ipv6:[::ffff:127.0.0.1]:5555"));
+  EXPECT_TRUE(IsLoopbackPeer("unix:/tmp/gemm.sock"));
+  EXPECT_FALSE(IsLoopbackPeer("ipv4:10.1.2.3:5555"));
+  EXPECT_FALSE(IsLoopbackPeer("ipv6:[::ffff:10.1.2.3]:5555"));
+  EXPECT_FALSE(IsLoopbackPeer("ipv6:[fe80::1]:5555"));
+  EXPECT_FALSE(IsLoopbackPeer("ipv4:1127.0.0.1:5555"));
+  EXPECT_FALSE(IsLoopbackPeer("garbage"));
   EXPECT_EQ(ClientIdentityOfPeer("ipv6:%5Bfe80::1%25eth0%5D:5555"),
             "fe80::1%eth0");
   EXPECT_EQ(ClientIdentityOfPeer("unix:/tmp/gemm.sock"), "unix");

@@ -252,6 +252,21 @@ grpc::ServerUnaryReactor* GemmServiceImpl::RegisterRegion(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto run = [&]() -> absl::Status {
     ASSIGN_OR_RETURN(const std::string owner, Identify(*context));
+    using Registrants = RegionRegistry::Registrants;
+    if (regions_.options().registrants == Registrants::kNone) {
+      return absl::UnimplementedError(
+          "this server serves no shared-memory regions (gemm-server "
+          "--regions off)");
+    }
+    if (regions_.options().registrants == Registrants::kLocal &&
+        !IsLoopbackPeer(context->peer())) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "regions are registered from the server's host only, at a "
+          "loopback address or on a Unix socket (this caller is ",
+          ClientIdentityOfPeer(context->peer()),
+          "); gemm-server --regions any accepts other addresses, e.g. "
+          "containers on one host"));
+    }
     v1::RegisterRegionRequest in;
     RETURN_IF_ERROR(wire::DecodeMessage(*request, &in));
     v1::RegisterRegionResponse out;

@@ -88,6 +88,14 @@ absl::StatusOr<JobRegions> JobIntake::HoldRegions(const JobSpec& spec,
       {"b", &spec.b_region, 4 * p.b_elements(), &held.b, false},
       {"c", &spec.c_region, 4 * p.c_elements(), &held.c, false},
       {"result", &spec.result_region, 4 * p.c_elements(), &held.result, true}};
+  // Holds first: each checks its bytes lie in its region (no sums below
+  // can overflow then).
+  for (const Use& use : uses) {
+    if (!use.ref->used()) continue;
+    ASSIGN_OR_RETURN(*use.span,
+                     options_.regions->Hold(owner, *use.ref, use.bytes,
+                                            use.operand, use.write));
+  }
   const Use& result = uses[3];
   for (const Use& use : uses) {
     if (!use.ref->used() || !result.ref->used() || &use == &result) continue;
@@ -105,12 +113,6 @@ absl::StatusOr<JobRegions> JobIntake::HoldRegions(const JobSpec& spec,
           r_begin, r_end, QuoteClientText(result.ref->region),
           absl::AsciiStrToUpper(use.operand), begin, end));
     }
-  }
-  for (const Use& use : uses) {
-    if (!use.ref->used()) continue;
-    ASSIGN_OR_RETURN(*use.span,
-                     options_.regions->Hold(owner, *use.ref, use.bytes,
-                                            use.operand, use.write));
   }
   return held;
 }

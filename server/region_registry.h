@@ -50,7 +50,16 @@ namespace gemm::server {
 
 class RegionRegistry {
  public:
+  // Who may register regions (gemm-server --regions).
+  enum class Registrants {
+    kNone,   // nobody: the server serves no regions
+    kLocal,  // callers at a loopback address or on a Unix socket
+    kAny,    // any address (containers on one host, over a bridge)
+  };
+
   struct Options {
+    // Default kLocal: a region shares memory on this host only.
+    Registrants registrants = Registrants::kLocal;
     // Regions one owner may have at once. Default 64.
     uint32_t max_regions_per_owner = 64;
     // Regions idle this long are unregistered; zero: never. Default 10 min.

@@ -116,6 +116,13 @@ int RunServerMain(int argc, char** argv,
                  "largest gRPC message received or sent (a unary result "
                  "included)")
       ->capture_default_str();
+  std::string regions = "local";
+  app.add_option("--regions", regions,
+                 "who may register shared-memory regions: local (callers at "
+                 "a loopback address or on a Unix socket), any (any address: "
+                 "containers on one host) or off")
+      ->check(CLI::IsMember({"local", "any", "off"}))
+      ->capture_default_str();
   app.add_option("--max-regions-per-client",
                  options.regions.max_regions_per_owner,
                  "shared-memory regions one client may have registered at "
@@ -302,6 +309,10 @@ int RunServerMain(int argc, char** argv,
   options.batching.max_queue_delay = absl::Microseconds(max_queue_delay_us);
   options.limits.job_stall_timeout = absl::Seconds(job_stall_timeout_s);
   options.regions.idle_timeout = absl::Seconds(region_idle_timeout_s);
+  options.regions.registrants =
+      regions == "off"   ? RegionRegistry::Registrants::kNone
+      : regions == "any" ? RegionRegistry::Registrants::kAny
+                         : RegionRegistry::Registrants::kLocal;
   options.limits.check_min_flops = check_min_gflop * 1e9;
   // Never below the largest job's claim (JobIntake raises it).
   options.limits.max_client_inflight_bytes =
