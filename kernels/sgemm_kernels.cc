@@ -16,13 +16,15 @@ using Launcher = cudaError_t (*)(const SgemmArgs&, cudaStream_t);
 class ChapterSgemmKernel final : public SgemmKernel {
  public:
   ChapterSgemmKernel(std::string name, std::string description,
-                     Launcher launcher)
+                     Launcher launcher, Precision precision)
       : name_(std::move(name)),
         description_(std::move(description)),
-        launcher_(launcher) {}
+        launcher_(launcher),
+        precision_(precision) {}
 
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return description_; }
+  Precision precision() const override { return precision_; }
 
   absl::Status CanImplement(const SgemmArgs& args) const override {
     if (absl::Status status = ValidateSgemmArgs(args); !status.ok())
@@ -48,12 +50,14 @@ class ChapterSgemmKernel final : public SgemmKernel {
   const std::string name_;
   const std::string description_;
   const Launcher launcher_;
+  const Precision precision_;
 };
 
 struct ChapterKernelEntry {
   const char* name;
   const char* description;
   Launcher launcher;
+  Precision precision = Precision::kFp32;
 };
 
 // Teaching order; each entry is one kernel file.
@@ -87,6 +91,11 @@ constexpr ChapterKernelEntry kChapterKernels[] = {
      "split-K: v7-64x64 with K cut into ranges computed by blocks of their "
      "own and added into C, for problems with too few tiles to fill the GPU",
      LaunchSgemmSplitK},
+    {"v9",
+     "3xTF32: v6's tiles multiplied on Tensor Cores (mma.sync m16n8k8), each "
+     "operand split into a TF32 part and a TF32 residual, three products "
+     "accumulated in float32: float32-accurate",
+     LaunchSgemm3xTf32, Precision::kFp32Tensor},
 };
 
 }  // namespace
@@ -95,7 +104,7 @@ std::vector<std::unique_ptr<SgemmKernel>> MakeChapterKernels() {
   std::vector<std::unique_ptr<SgemmKernel>> kernels;
   for (const ChapterKernelEntry& entry : kChapterKernels) {
     kernels.push_back(std::make_unique<ChapterSgemmKernel>(
-        entry.name, entry.description, entry.launcher));
+        entry.name, entry.description, entry.launcher, entry.precision));
   }
   return kernels;
 }

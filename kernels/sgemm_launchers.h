@@ -44,6 +44,8 @@ cudaError_t LaunchSgemmDoubleBufferingSmallTiles(
     const SgemmArgs& args, cudaStream_t stream);  // v7-64x64
 cudaError_t LaunchSgemmSplitK(const SgemmArgs& args,
                               cudaStream_t stream);  // v8
+cudaError_t LaunchSgemm3xTf32(const SgemmArgs& args,
+                              cudaStream_t stream);  // v9, 3xTF32
 
 // True when v5 (and v6, v7) can use 16-byte global accesses for `args`: every
 // base pointer 16-byte aligned, every leading dimension and batch stride a

@@ -147,6 +147,7 @@ TEST_F(GpuIntegrationTest, PrecisionIsTheCallersChoice) {
   EXPECT_EQ(precision_of["v6"], "fp32");
   EXPECT_EQ(precision_of["cublas-tf32"], "tf32");
   EXPECT_EQ(precision_of["cublas-bf16"], "bf16");
+  EXPECT_EQ(precision_of["v9"], "fp32-tensor");
   struct Case {
     v1::Precision precision;
     const char* kernel;
@@ -156,6 +157,7 @@ TEST_F(GpuIntegrationTest, PrecisionIsTheCallersChoice) {
   for (const Case& c :
        {Case{v1::PRECISION_DEFAULT, "", "fp32", kTolerance},
         Case{v1::PRECISION_FP32_TENSOR, "", "fp32", kTolerance},
+        Case{v1::PRECISION_FP32_TENSOR, "v9", "fp32-tensor", kTolerance},
         Case{v1::PRECISION_TF32, "cublas-tf32", "tf32", 5e-3},
         Case{v1::PRECISION_BF16, "cublas-bf16", "bf16", 3e-2}}) {
     for (bool trans : {false, true}) {
@@ -176,12 +178,17 @@ TEST_F(GpuIntegrationTest, PrecisionIsTheCallersChoice) {
       }
     }
   }
-  // A kernel of another precision is refused, naming both.
-  TestJob mismatch(64, 64, 64, false, false, 1.0f, 0.0f, 10, "cublas-tf32");
-  auto refused = client_->Gemm(mismatch.args, mismatch.out.data());
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(refused.status().message().find("tf32"), std::string::npos)
-      << refused.status();
+  // A kernel of another precision is refused, naming both; so is the
+  // Tensor Core kernel for a job that did not opt in.
+  for (const char* kernel : {"cublas-tf32", "v9"}) {
+    TestJob mismatch(64, 64, 64, false, false, 1.0f, 0.0f, 10, kernel);
+    auto refused = client_->Gemm(mismatch.args, mismatch.out.data());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+        << kernel;
+    EXPECT_NE(refused.status().message().find(precision_of[kernel]),
+              std::string::npos)
+        << refused.status();
+  }
 }
 
 TEST_F(GpuIntegrationTest, SameShapeJobsRunAsOneBatchedLaunch) {

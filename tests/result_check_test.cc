@@ -200,9 +200,10 @@ TEST_P(ResultCheckTest, EveryKernelPassesItsCheck) {
     const std::string& kernel = details.name();
     // Each kernel in its own arithmetic, checked with its tolerance.
     const v1::Precision precision =
-        details.precision() == "tf32"   ? v1::PRECISION_TF32
-        : details.precision() == "bf16" ? v1::PRECISION_BF16
-                                        : v1::PRECISION_FP32;
+        details.precision() == "tf32"          ? v1::PRECISION_TF32
+        : details.precision() == "bf16"        ? v1::PRECISION_BF16
+        : details.precision() == "fp32-tensor" ? v1::PRECISION_FP32_TENSOR
+                                               : v1::PRECISION_FP32;
     const double tolerance =
         VerifyTolerance(PrecisionNamed(details.precision()));
     for (bool ta : {false, true}) {

@@ -1,0 +1,220 @@
+// v9, Tensor Cores at float32 accuracy (3xTF32): v6's block tile, loads and
+// warp tiles, with the multiply done by mma.sync on Tensor Cores instead of
+// FMAs. Tensor Cores take TF32 (float32 with a 10-bit mantissa), so each
+// float32 operand x is split into a TF32 high part big(x) = tf32(x) and a
+// TF32 residual small(x) = tf32(x - big(x)); together they hold 21 of
+// float32's 24 mantissa bits. Each product is then
+//
+//   a * b ~ big(a) * big(b) + big(a) * small(b) + small(a) * big(b)
+//
+// (the residuals' own product, about 2^-22 of a * b, is dropped), three
+// Tensor Core products accumulated in float32, small terms first. This is
+// CUTLASS's 3xTF32; its error stays at float32's level while the Tensor
+// Cores' rate is several times the FMA units'.
+//
+// The warp's 64 x 32 tile is 4 x 4 mma tiles of m16n8k8. A K slice of 8 is
+// one k8 step: each lane loads its A fragments (4 floats per m16 tile) and
+// B fragments (2 per n8 tile) from shared memory, splits them, and issues
+// 3 mma per tile. The shared-memory tiles get 8 floats of padding per k row,
+// so that the fragment reads (a k row per quad of lanes, 8 rows of m or n
+// apart) fall on 32 distinct banks.
+//
+// An infinite input has big(x) = x and no residual (small(x) = 0), so
+// infinities propagate as in float32 arithmetic.
+#include <cstdint>
+
+#include "kernels/sgemm_common.cuh"
+#include "kernels/sgemm_launchers.h"
+
+namespace gemm::kernels {
+namespace {
+
+using detail::BatchMember;
+using detail::CeilDiv;
+using detail::FragmentIterator;
+using detail::LoadLanes;
+using detail::StoreOutput;
+
+// x's TF32 high part and residual, as mma operands (bit patterns).
+__device__ __forceinline__ void SplitTf32(float x, uint32_t& big,
+                                          uint32_t& small) {
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(x));
+  const float high = __uint_as_float(big);
+  // x == high for infinities (and exact values): no residual, no inf - inf.
+  const float rest = x == high ? 0.f : x - high;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(rest));
+}
+
+// acc += A * B for one m16n8k8 tile (row-major A, column-major B fragments).
+__device__ __forceinline__ void MmaTf32(float (&acc)[4], const uint32_t (&a)[4],
+                                        const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <bool kTransA, bool kTransB, bool kVectorAccess>
+__global__ void __launch_bounds__(256, 2)  // two blocks per SM: 128 registers
+    Sgemm3xTf32Kernel(SgemmArgs args) {
+  constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 8;
+  constexpr int kWarpM = 64, kWarpN = 32, kWarpsN = kBlockN / kWarpN;
+  constexpr int kThreads = 256;
+  constexpr int kMmaM = 16, kMmaN = 8;
+  constexpr int kTilesM = kWarpM / kMmaM, kTilesN = kWarpN / kMmaN;
+  // Padded k rows: fragment reads without bank conflicts.
+  constexpr int kStrideA = kBlockM + 8, kStrideB = kBlockN + 8;
+  static_assert(
+      kBlockM * kBlockK / 4 == kThreads && kBlockK * kBlockN / 4 == kThreads,
+      "one float4 of each tile per thread per load");
+  __shared__ __align__(16) float tile_a[kBlockK * kStrideA];  // [k][m]
+  __shared__ __align__(16) float tile_b[kBlockK * kStrideB];  // [k][n]
+  const int tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32;
+  // The mma fragment layout: a lane's group (row of A, column of B) and its
+  // place in the group (column of A, row of B).
+  const int group = lane / 4, in_group = lane % 4;
+  const int warp_row = (warp / kWarpsN) * kWarpM,
+            warp_col = (warp % kWarpsN) * kWarpN;
+  const int block_row = blockIdx.y * kBlockM, block_col = blockIdx.x * kBlockN;
+  const BatchMember p = detail::SelectBatchMember(args);
+
+  // v5's and v6's loads: one float4 of each tile per thread per K slice.
+  const int a_m = kTransA ? (tid % (kBlockM / 4)) * 4 : tid / (kBlockK / 4);
+  const int a_k = kTransA ? tid / (kBlockM / 4) : (tid % (kBlockK / 4)) * 4;
+  const int b_k = kTransB ? (tid % (kBlockK / 4)) * 4 : tid / (kBlockN / 4);
+  const int b_n = kTransB ? tid / (kBlockK / 4) : (tid % (kBlockN / 4)) * 4;
+  FragmentIterator frag_iter_a(p.a, args.lda, !kTransA, block_row + a_m, args.m,
+                               a_k, kBlockK);
+  FragmentIterator frag_iter_b(p.b, args.ldb, kTransB, block_col + b_n, args.n,
+                               b_k, kBlockK);
+
+  float acc[kTilesM][kTilesN][4] = {};
+  auto multiply_tile = [&](const float4& a4, const float4& b4) {
+    if (kTransA) {
+      *reinterpret_cast<float4*>(&tile_a[a_k * kStrideA + a_m]) = a4;
+    } else {
+      tile_a[(a_k + 0) * kStrideA + a_m] = a4.x;
+      tile_a[(a_k + 1) * kStrideA + a_m] = a4.y;
+      tile_a[(a_k + 2) * kStrideA + a_m] = a4.z;
+      tile_a[(a_k + 3) * kStrideA + a_m] = a4.w;
+    }
+    if (kTransB) {
+      tile_b[(b_k + 0) * kStrideB + b_n] = b4.x;
+      tile_b[(b_k + 1) * kStrideB + b_n] = b4.y;
+      tile_b[(b_k + 2) * kStrideB + b_n] = b4.z;
+      tile_b[(b_k + 3) * kStrideB + b_n] = b4.w;
+    } else {
+      *reinterpret_cast<float4*>(&tile_b[b_k * kStrideB + b_n]) = b4;
+    }
+    __syncthreads();
+    uint32_t a_big[kTilesM][4], a_small[kTilesM][4];
+    uint32_t b_big[kTilesN][2], b_small[kTilesN][2];
+#pragma unroll
+    for (int im = 0; im < kTilesM; ++im) {
+      const int row = warp_row + im * kMmaM + group;
+      // a0 (row, k), a1 (row + 8, k), a2 (row, k + 4), a3 (row + 8, k + 4).
+      const float* at = &tile_a[in_group * kStrideA + row];
+      SplitTf32(at[0], a_big[im][0], a_small[im][0]);
+      SplitTf32(at[8], a_big[im][1], a_small[im][1]);
+      SplitTf32(at[4 * kStrideA], a_big[im][2], a_small[im][2]);
+      SplitTf32(at[4 * kStrideA + 8], a_big[im][3], a_small[im][3]);
+    }
+#pragma unroll
+    for (int in = 0; in < kTilesN; ++in) {
+      const int col = warp_col + in * kMmaN + group;
+      // b0 (k, col), b1 (k + 4, col).
+      const float* bt = &tile_b[in_group * kStrideB + col];
+      SplitTf32(bt[0], b_big[in][0], b_small[in][0]);
+      SplitTf32(bt[4 * kStrideB], b_big[in][1], b_small[in][1]);
+    }
+#pragma unroll
+    for (int im = 0; im < kTilesM; ++im) {
+#pragma unroll
+      for (int in = 0; in < kTilesN; ++in) {
+        MmaTf32(acc[im][in], a_small[im], b_big[in]);
+        MmaTf32(acc[im][in], a_big[im], b_small[in]);
+        MmaTf32(acc[im][in], a_big[im], b_big[in]);
+      }
+    }
+    __syncthreads();
+  };
+
+  const int full_tiles = args.k / kBlockK;
+  const bool block_inside =
+      block_row + kBlockM <= args.m && block_col + kBlockN <= args.n;
+  if (kVectorAccess && block_inside) {
+    for (int t = 0; t < full_tiles; ++t) {
+      const float4 a4 = *reinterpret_cast<const float4*>(frag_iter_a.ptr);
+      const float4 b4 = *reinterpret_cast<const float4*>(frag_iter_b.ptr);
+      frag_iter_a.ptr += frag_iter_a.step;
+      frag_iter_b.ptr += frag_iter_b.step;
+      multiply_tile(a4, b4);
+    }
+  } else {
+    for (int t = 0; t < full_tiles; ++t) {
+      const float4 a4 =
+          LoadLanes<kVectorAccess>(frag_iter_a.ptr, frag_iter_a.full_tile);
+      const float4 b4 =
+          LoadLanes<kVectorAccess>(frag_iter_b.ptr, frag_iter_b.full_tile);
+      frag_iter_a.ptr += frag_iter_a.step;
+      frag_iter_b.ptr += frag_iter_b.step;
+      multiply_tile(a4, b4);
+    }
+  }
+  if (const int k0 = full_tiles * kBlockK; k0 < args.k) {
+    multiply_tile(LoadLanes<kVectorAccess>(frag_iter_a.ptr,
+                                           frag_iter_a.PartialTile(k0, args.k)),
+                  LoadLanes<kVectorAccess>(
+                      frag_iter_b.ptr, frag_iter_b.PartialTile(k0, args.k)));
+  }
+
+  // The accumulator layout: c0 (row, col), c1 (row, col + 1), c2 (row + 8,
+  // col), c3 (row + 8, col + 1).
+#pragma unroll
+  for (int im = 0; im < kTilesM; ++im) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = block_row + warp_row + im * kMmaM + group + 8 * half;
+      if (row >= args.m) continue;
+      float* c_row = p.c + static_cast<int64_t>(row) * args.ldc;
+#pragma unroll
+      for (int in = 0; in < kTilesN; ++in) {
+        const int col = block_col + warp_col + in * kMmaN + 2 * in_group;
+        if (col < args.n) {
+          StoreOutput(c_row + col, acc[im][in][2 * half], args.alpha,
+                      args.beta);
+        }
+        if (col + 1 < args.n) {
+          StoreOutput(c_row + col + 1, acc[im][in][2 * half + 1], args.alpha,
+                      args.beta);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchSgemm3xTf32(const SgemmArgs& args, cudaStream_t stream) {
+  const bool vector_access = SgemmVectorAccessAllowed(args);
+  return detail::ForEachBatchChunk(args, [&](const SgemmArgs& chunk) {
+    const dim3 block(256);
+    const dim3 grid(CeilDiv(chunk.n, 128), CeilDiv(chunk.m, 128),
+                    chunk.batch_count);
+    detail::DispatchTransposes(chunk, [&](auto trans_a, auto trans_b) {
+      constexpr bool kTransA = decltype(trans_a)::value,
+                     kTransB = decltype(trans_b)::value;
+      if (vector_access) {
+        Sgemm3xTf32Kernel<kTransA, kTransB, true>
+            <<<grid, block, 0, stream>>>(chunk);
+      } else {
+        Sgemm3xTf32Kernel<kTransA, kTransB, false>
+            <<<grid, block, 0, stream>>>(chunk);
+      }
+    });
+  });
+}
+
+}  // namespace gemm::kernels
