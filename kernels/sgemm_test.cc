@@ -36,7 +36,7 @@ SgemmArgs ValidArgs() {
 TEST(KernelRegistryTest, NamesInTeachingOrder) {
   EXPECT_EQ(KernelRegistry::Global().Names(),
             (std::vector<std::string>{"v0", "v1", "v2", "v3", "v4", "v5", "v6",
-                                      "v7", "v7-64x64", "v8", "cublas",
+                                      "v7", "v7-64x64", "v8", "v9", "cublas",
                                       "cublas-tf32", "cublas-bf16"}));
 }
 
@@ -49,6 +49,7 @@ TEST(KernelRegistryTest, FindKnownAndUnknown) {
     EXPECT_FALSE(kernel->description().empty());
     const Precision want = name == "cublas-tf32"   ? Precision::kTf32
                            : name == "cublas-bf16" ? Precision::kBf16
+                           : name == "v9"          ? Precision::kFp32Tensor
                                                    : Precision::kFp32;
     EXPECT_EQ(kernel->precision(), want) << name;
   }
