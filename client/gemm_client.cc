@@ -293,7 +293,15 @@ void GemmClient::GemmAsync(const GemmArgs& args, float* c_out,
 void GemmClient::StartAttempt(const GemmArgs& args, float* c_out,
                               GemmCallback done, int attempt,
                               uint64_t channel_index) {
-  if (retries_ != nullptr && attempt < options_.retry.max_attempts) {
+  // C updated in place in a region is not sent again: an UNAVAILABLE from
+  // the transport may come after the server ran the job, and a second run
+  // would start from its result.
+  const bool in_place = args.result_region.used() &&
+                        args.problem.beta != 0.0f &&
+                        args.c_region.region == args.result_region.region &&
+                        args.c_region.offset == args.result_region.offset;
+  if (retries_ != nullptr && attempt < options_.retry.max_attempts &&
+      !in_place) {
     // Wraps `done`: an UNAVAILABLE attempt starts the next one after the
     // backoff. The token keeps the client (and `this`) alive meanwhile.
     auto token = std::make_shared<CallTracker::Token>(tracker_);

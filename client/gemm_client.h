@@ -33,7 +33,9 @@
 // again after an exponential backoff with jitter, on the next channel for
 // unary calls and on the same stream for JobStream jobs. Every job can be
 // resent because the caller's buffers stay valid until its callback. Jobs of
-// a stream that broke as a whole are not retried (open a new stream).
+// a stream that broke as a whole are not retried (open a new stream), nor
+// are unary jobs that update C in place in a region (result_region naming
+// c_region's bytes): the server may have run one before its UNAVAILABLE.
 //
 // Thread-safety: GemmClient and JobStream are thread-safe. The caller's
 // buffers (args.a, args.b, args.c and c_out) must stay valid until the job's

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -98,12 +99,15 @@ class IpcMemory : public JobRegion::Memory {
 
 absl::StatusOr<std::unique_ptr<JobRegion>> JobRegion::Create(
     GemmClient* client, OperandMemory memory, uint64_t bytes) {
+  static std::atomic<uint64_t> next{0};
   std::unique_ptr<JobRegion> region(new JobRegion());
-  region->client_ = client;
   region->memory_ = memory;
   region->size_ = bytes;
+  // Unique per process and region; the host's id keeps callers in other
+  // containers (whose pids may repeat) apart.
   region->name_ =
-      absl::StrCat("gemm-client-", getpid(), "-", OperandMemoryName(memory));
+      absl::StrCat("gemm-client-", HostId().substr(0, 8), "-", getpid(), "-",
+                   OperandMemoryName(memory), "-", next++);
   if (memory == OperandMemory::kShm) {
     auto shm = SharedMemoryRegion::Create(
         SharedMemoryRegion::UniqueKey("client"), bytes);
@@ -123,6 +127,7 @@ absl::StatusOr<std::unique_ptr<JobRegion>> JobRegion::Create(
   }
   auto info = client->RegisterRegion(region->impl_->Describe(region->name_));
   if (!info.ok()) return info.status();
+  // Only a registered region is unregistered when it goes.
   region->client_ = client;
   return region;
 }

@@ -370,7 +370,9 @@ void LoadRun::OnEnd(Dispatcher* d, int shape, int target, float* out,
           VerifyTolerance(PrecisionNamed(record.timing.precision()));
     }
   }
-  GiveResultSlot(result_slot);
+  // A failed job may still write its slot later (its call ended, not the
+  // job): that slot is not used again.
+  if (result.ok()) GiveResultSlot(result_slot);
   absl::MutexLock lock(&d->mu);
   if (!result.ok() && d->error_sample.count(record.code) == 0) {
     d->error_sample[record.code] = std::string(result.status().message());

@@ -151,6 +151,10 @@ absl::Status CpuExecutor::Run(GemmJob& job) {
     spdlog::error("job {}: {}", s.ToString(), what);
     absl::StrAppend(&check.detail, check.detail.empty() ? "" : "; ", what);
   }
+  // C updated in place in the caller's region keeps its input.
+  if (s.beta != 0.0f && job.c() == job.c_in()) {
+    std::copy(c_in.begin(), c_in.end(), job.c());
+  }
   return absl::DataLossError(
       absl::StrCat("the result failed its check twice, so none is returned: ",
                    check.detail));

@@ -118,8 +118,16 @@ absl::StatusOr<IpcMemory> CudaExecutor::OpenIpcRegion(
   memory.pointer = pointer;
   memory.ordinal = device->ordinal();
   memory.device_id = absl::StrCat("cuda:", device->ordinal());
+  // A size past the allocation would fault on the device, for everyone:
+  // a region whose allocation cannot be measured is refused.
   const uint64_t available = AllocationBytesFrom(pointer);
-  if (available != 0 && available < bytes) {
+  if (available == 0) {
+    CloseIpcRegion(memory);
+    return absl::InternalError(
+        "cuda_ipc: the server cannot find the exported allocation's size "
+        "(cuMemGetAddressRange), so it cannot bound the region");
+  }
+  if (available < bytes) {
     CloseIpcRegion(memory);
     return absl::InvalidArgumentError(absl::StrFormat(
         "cuda_ipc.byte_size: %d bytes, but the exported allocation has %d",

@@ -92,9 +92,13 @@ GemmJob::GemmJob(JobSpec spec, InflightBudget::Reservation reservation,
   const GemmProblem& p = spec_.problem;
   if (!regions_.a.used()) a_.Allocate(allocator, p.a_elements());
   if (!regions_.b.used()) b_.Allocate(allocator, p.b_elements());
-  if (!regions_.c.used() || !regions_.result.used()) {
-    c_.Allocate(allocator, p.c_elements());
-  }
+  if (NeedsOwnC(spec_)) c_.Allocate(allocator, p.c_elements());
+}
+
+bool GemmJob::NeedsOwnC(const JobSpec& spec) {
+  // For the result, or for an input C that comes with the request.
+  return !spec.result_region.used() ||
+         (spec.problem.beta != 0.0f && !spec.c_region.used());
 }
 
 absl::Status GemmJob::RegionsIntact() const {
@@ -123,6 +127,11 @@ void GemmJob::Finish(absl::Status status) {
   if (finished_.exchange(true)) return;
   DoneCallback done = std::move(done_);
   if (done) done(*this, std::move(status));
+  // The job is over with the callers' regions: its holds go now, on this
+  // thread, rather than wherever the job's last reference drops (a result
+  // in flight may hold it in one of gRPC's slices).
+  const JobRegions held = std::move(regions_);
+  regions_ = JobRegions();
 }
 
 }  // namespace gemm::server

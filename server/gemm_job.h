@@ -232,7 +232,10 @@ class GemmJob {
   }
   const RegionSpan& result_region() const { return regions_.result; }
   // True when the result goes to a region: no result bytes are sent.
-  bool result_in_region() const { return regions_.result.used(); }
+  bool result_in_region() const { return spec_.result_region.used(); }
+  // Whether a job of `spec` needs C storage of its own: for its result, or
+  // for an input C sent with the request.
+  static bool NeedsOwnC(const JobSpec& spec);
   // True when A and B use regions of device memory or none, and every
   // operand byte in the job's own storage came from the HostAllocator.
   bool host_storage_from_allocator() const {
@@ -261,7 +264,8 @@ class GemmJob {
   JobTiming& timing() { return timing_; }
   const JobTiming& timing() const { return timing_; }
 
-  // Runs the done callback once; later calls do nothing.
+  // Runs the done callback once, then lets go of the job's regions (their
+  // spans read as unused from then on); later calls do nothing.
   void Finish(absl::Status status);
 
  private:

@@ -67,6 +67,7 @@ GemmServiceImpl::GemmServiceImpl(const Options& options, Executor* executor,
   absl::Duration period = absl::Seconds(1);
   if (stall > absl::ZeroDuration()) period = std::min(period, stall / 4);
   if (idle > absl::ZeroDuration()) period = std::min(period, idle / 4);
+  period = std::max(period, absl::Milliseconds(10));
   sweeper_ = std::thread([this, period, stall] {
     absl::Time last_trim = absl::Now();
     while (!stop_sweeping_.WaitForNotificationWithTimeout(period)) {

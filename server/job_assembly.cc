@@ -34,23 +34,32 @@ JobAssembly::JobAssembly(uint64_t job_id, std::shared_ptr<GemmJob> job,
 absl::Status JobAssembly::Append(const wire::DecodedRequest& in) {
   const v1::StreamRequest& req = in.header;
   const v1::Operand op = req.operand();
+  const JobSpec& spec = job_->spec();
+  const RegionRef* region = op == v1::OPERAND_A   ? &spec.a_region
+                            : op == v1::OPERAND_B ? &spec.b_region
+                            : op == v1::OPERAND_C ? &spec.c_region
+                                                  : nullptr;
+  if (region != nullptr && region->used()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job_id ", req.job_id(), ": data: a chunk of ", v1::Operand_Name(op),
+        ", but the job's params put it in region ",
+        QuoteClientText(region->region), "; send one or the other"));
+  }
   float* base = OperandData(*job_, op);
-  if (base == nullptr) {
+  if (region == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "job_id ", req.job_id(),
         ": operand: must be OPERAND_A, OPERAND_B or OPERAND_C when data is "
         "set, got ",
         static_cast<int>(op)));
   }
-  const JobSpec& spec = job_->spec();
-  const RegionRef& region = op == v1::OPERAND_A   ? spec.a_region
-                            : op == v1::OPERAND_B ? spec.b_region
-                                                  : spec.c_region;
-  if (region.used()) {
+  if (base == nullptr) {
+    // C with beta 0 and the result in a region: nowhere to put it, and
+    // nothing would read it.
     return absl::InvalidArgumentError(absl::StrCat(
-        "job_id ", req.job_id(), ": data: a chunk of ", v1::Operand_Name(op),
-        ", but the job's params put it in region ",
-        QuoteClientText(region.region), "; send one or the other"));
+        "job_id ", req.job_id(),
+        ": data: a chunk of OPERAND_C, but beta is 0 and the result goes to "
+        "a region, so C is not read; send none"));
   }
   const uint64_t expected = ExpectedBytes(spec, op);
   uint64_t& received = received_[op];

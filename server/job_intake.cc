@@ -70,9 +70,11 @@ absl::StatusOr<JobRegions> JobIntake::HoldRegions(const JobSpec& spec,
       !spec.result_region.used()) {
     return held;
   }
-  if (options_.regions == nullptr) {
+  if (options_.regions == nullptr || options_.regions->options().registrants ==
+                                         RegionRegistry::Registrants::kNone) {
     return absl::UnimplementedError(
-        "params: names a region, but this server serves no regions");
+        "params: names a region, but this server serves no shared-memory "
+        "regions (gemm-server --regions off)");
   }
   const GemmProblem& p = spec.problem;
   // The bytes each operand covers, for the overlap checks.

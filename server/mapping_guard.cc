@@ -29,6 +29,9 @@ void OnSigbus(int signal, siginfo_t* info, void* context) {
     const uintptr_t begin = slot.begin.load(std::memory_order_acquire);
     if (begin == 0 || address < begin) continue;
     const uintptr_t end = slot.end.load(std::memory_order_acquire);
+    // A slot freed and claimed again between the two loads would pair one
+    // mapping's start with another's end: read the start again.
+    if (slot.begin.load(std::memory_order_acquire) != begin) continue;
     if (address >= end) continue;
     // The object shrank under the mapping: private zero pages in its
     // place, so that the faulting access and every later one complete.
@@ -90,6 +93,7 @@ MappingGuard::MappingGuard(void* base, size_t length) {
 MappingGuard::~MappingGuard() {
   if (slot_ < 0) return;
   Slot& slot = g_slots[slot_];
+  // The start goes first: a handler that still sees it also sees the end.
   slot.begin.store(0, std::memory_order_release);
   slot.end.store(0, std::memory_order_release);
   slot.claimed.store(false, std::memory_order_release);

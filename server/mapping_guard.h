@@ -10,8 +10,9 @@
 // handler that was there before (or kills the process as usual). Wayland
 // compositors treat clients' shared-memory pools the same way.
 //
-// Thread-safety: thread-safe; the handler is async-signal-safe (lock-free
-// reads of a fixed table, one mmap).
+// Thread-safety: thread-safe. The handler takes no lock and calls nothing
+// but mmap (a system call on Linux, though POSIX does not list it as
+// async-signal-safe).
 //
 //   MappingGuard guard(base, length);   // after mmap
 //   ... use the mapping ...

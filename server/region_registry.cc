@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
@@ -113,6 +114,10 @@ RegionRegistry::RegionRegistry(const Options& options, Executor* executor)
     : options_([&] {
         Options o = options;
         if (o.host_id.empty()) o.host_id = ReadHostId();
+        if (o.max_system_bytes == 0) {
+          o.max_system_bytes = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                               static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 2;
+        }
         return o;
       }()),
       executor_(executor) {}
@@ -137,7 +142,21 @@ absl::StatusOr<v1::RegionInfo> RegionRegistry::Register(
         "): regions share memory on the server's host only; send the "
         "operands in the requests instead"));
   }
+  const uint64_t system_bytes = req.has_system() ? req.system().byte_size() : 0;
   auto check_room = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+    if (count_ >= options_.max_regions) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the server has ", count_,
+                       " regions registered, its limit; "
+                       "retry once some are unregistered"));
+    }
+    if (system_bytes > options_.max_system_bytes - system_bytes_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "system.byte_size: ", system_bytes,
+          " more bytes of shared memory "
+          "would pass the server's limit of ",
+          options_.max_system_bytes, " (", system_bytes_, " registered)"));
+    }
     const auto it = regions_.find(owner);
     if (it == regions_.end()) return absl::OkStatus();
     if (it->second.count(req.name()) > 0) {
@@ -165,21 +184,34 @@ absl::StatusOr<v1::RegionInfo> RegionRegistry::Register(
   if (req.has_system()) {
     const v1::SystemSharedMemory& system = req.system();
     RETURN_IF_ERROR(CheckShmKey(system.key()));
+    if (!absl::StartsWith(system.key(), options_.key_prefix)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "system.key: ", QuoteClientText(system.key()),
+          " does not start with ", QuoteClientText(options_.key_prefix),
+          ": the server opens only shared-memory objects named for it "
+          "(gemm-server --region-key-prefix)"));
+    }
     if (system.byte_size() == 0) {
       return absl::InvalidArgumentError("system.byte_size: must be at least 1");
     }
     region->key = system.key();
     region->key_offset = system.offset();
     region->size = system.byte_size();
+    if (system.offset() % 4 != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("system.offset: ", system.offset(),
+                       " is not a multiple of 4 (operands are float32)"));
+    }
+    // O_NONBLOCK: a FIFO planted under the name must not block the call.
     int fd = -1;
     if (system.read_only()) {
-      fd = shm_open(system.key().c_str(), O_RDONLY, 0);
+      fd = shm_open(system.key().c_str(), O_RDONLY | O_NONBLOCK, 0);
       region->read_only = true;
     } else {
-      fd = shm_open(system.key().c_str(), O_RDWR, 0);
+      fd = shm_open(system.key().c_str(), O_RDWR | O_NONBLOCK, 0);
     }
     if (fd < 0 && errno == EACCES && !system.read_only()) {
-      fd = shm_open(system.key().c_str(), O_RDONLY, 0);
+      fd = shm_open(system.key().c_str(), O_RDONLY | O_NONBLOCK, 0);
       region->read_only = fd >= 0;
     }
     if (fd < 0) {
@@ -202,15 +234,22 @@ absl::StatusOr<v1::RegionInfo> RegionRegistry::Register(
     }
     struct stat st;
     const bool stated = fstat(fd, &st) == 0;
-    const uint64_t object_bytes =
-        stated ? static_cast<uint64_t>(st.st_size) : 0;
-    if (!stated || system.offset() > object_bytes ||
+    if (!stated || !S_ISREG(st.st_mode)) {
+      close(fd);
+      return absl::InvalidArgumentError(
+          absl::StrCat("system.key: ", QuoteClientText(system.key()),
+                       " is not a shared-memory object (a regular file "
+                       "under /dev/shm)"));
+    }
+    const uint64_t object_bytes = static_cast<uint64_t>(st.st_size);
+    if (system.offset() > object_bytes ||
         system.byte_size() > object_bytes - system.offset()) {
       close(fd);
       return absl::InvalidArgumentError(absl::StrFormat(
-          "system: bytes [%d, %d) pass the end of %s, which has %d bytes",
-          system.offset(), system.offset() + system.byte_size(),
-          QuoteClientText(system.key()), object_bytes));
+          "system: %d bytes from offset %d pass the end of %s, which has %d "
+          "bytes",
+          system.byte_size(), system.offset(), QuoteClientText(system.key()),
+          object_bytes));
     }
     const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
     const uint64_t map_offset = system.offset() / page * page;
@@ -265,6 +304,8 @@ absl::StatusOr<v1::RegionInfo> RegionRegistry::Register(
   RETURN_IF_ERROR(check_room());
   region->last_used = now;
   regions_[owner][req.name()] = region;
+  ++count_;
+  if (!region->cuda_ipc) system_bytes_ += region->size;
   spdlog::info("{} registered region '{}': {} bytes of {}{}", owner,
                region->name, region->size,
                region->cuda_ipc
@@ -288,6 +329,7 @@ absl::Status RegionRegistry::Unregister(const std::string& owner,
           "name: this caller has no region ", QuoteClientText(name)));
     }
     std::shared_ptr<Region> region = std::move(it->second);
+    Forget(*region);
     owned->second.erase(it);
     if (owned->second.empty()) regions_.erase(owned);
     region->retired = true;
@@ -337,10 +379,10 @@ absl::StatusOr<RegionSpan> RegionRegistry::Hold(const std::string& owner,
     }
     if (ref.offset > region->size || bytes > region->size - ref.offset) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "params.%s_region: bytes [%d, %d) of %s pass the end of region %s "
-          "(%d bytes)",
-          std::string(operand), ref.offset, ref.offset + bytes,
-          std::string(operand), QuoteClientText(ref.region), region->size));
+          "params.%s_region: %s's %d bytes from offset %d pass the end of "
+          "region %s (%d bytes)",
+          std::string(operand), std::string(operand), bytes, ref.offset,
+          QuoteClientText(ref.region), region->size));
     }
     if (write && region->read_only) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -393,6 +435,7 @@ int RegionRegistry::ExpireIdle(absl::Time now) {
         Region& r = *it->second;
         if (r.holds == 0 && now - r.last_used >= options_.idle_timeout) {
           r.retired = true;
+          Forget(r);
           expired.push_back(std::move(it->second));
           it = named.erase(it);
         } else {
@@ -414,9 +457,12 @@ int RegionRegistry::ExpireIdle(absl::Time now) {
 
 size_t RegionRegistry::size() const {
   absl::MutexLock lock(&mu_);
-  size_t n = 0;
-  for (const auto& [owner, named] : regions_) n += named.size();
-  return n;
+  return count_;
+}
+
+void RegionRegistry::Forget(const Region& region) {
+  --count_;
+  if (!region.cuda_ipc) system_bytes_ -= region.size;
 }
 
 v1::RegionInfo RegionRegistry::Describe(const Region& region, absl::Time now) {

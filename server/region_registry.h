@@ -62,6 +62,15 @@ class RegionRegistry {
     Registrants registrants = Registrants::kLocal;
     // Regions one owner may have at once. Default 64.
     uint32_t max_regions_per_owner = 64;
+    // Regions of all owners together. Default 1024.
+    uint32_t max_regions = 1024;
+    // Bytes of all system regions together (the server maps them, and pins
+    // them on CUDA). Default 0: half the host's physical memory.
+    uint64_t max_system_bytes = 0;
+    // The server opens only shared-memory objects whose names start with
+    // this, so a caller cannot point it at other programs' objects. Default
+    // "/gemm-" (what client/shm_region.h names its objects).
+    std::string key_prefix = "/gemm-";
     // Regions idle this long are unregistered; zero: never. Default 10 min.
     absl::Duration idle_timeout = absl::Minutes(10);
     // This host's id (/proc/sys/kernel/random/boot_id), compared with a
@@ -120,9 +129,14 @@ class RegionRegistry {
   void Release(Region* region);
   static v1::RegionInfo Describe(const Region& region, absl::Time now);
 
+  // Removes a region from the maps' totals; call with mu_ held.
+  void Forget(const Region& region) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const Options options_;
   Executor* const executor_;
   mutable absl::Mutex mu_;
+  size_t count_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t system_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // By owner, then name.
   std::map<std::string, std::map<std::string, std::shared_ptr<Region>>> regions_
       ABSL_GUARDED_BY(mu_);

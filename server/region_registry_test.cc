@@ -136,6 +136,26 @@ TEST_F(RegionRegistryTest, ATruncatedObjectBreaksTheRegionNotTheProcess) {
       absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(RegionRegistryTest, TheServersLimitsHold) {
+  RegionRegistry::Options options;
+  options.max_system_bytes = 10000;
+  options.max_regions_per_owner = 2;
+  RegionRegistry registry(options, executor_.get());
+  Object object(1 << 16);
+  ASSERT_TRUE(registry.Register("me", object.Request("a", 0, 6000)).ok());
+  EXPECT_EQ(
+      registry.Register("you", object.Request("b", 0, 6000)).status().code(),
+      absl::StatusCode::kResourceExhausted)
+      << "bytes of all owners together";
+  ASSERT_TRUE(registry.Register("me", object.Request("b", 0, 4000)).ok());
+  EXPECT_EQ(registry.Register("me", object.Request("c", 0, 4)).status().code(),
+            absl::StatusCode::kResourceExhausted)
+      << "regions per owner";
+  ASSERT_TRUE(registry.Unregister("me", "a", [] {}).ok());
+  EXPECT_TRUE(registry.Register("you", object.Request("b", 0, 6000)).ok())
+      << "bytes come back when a region goes";
+}
+
 TEST(MappingGuardDeathTest, AFaultOutsideEveryGuardStillKills) {
   Object object(1 << 16);
   Object other(1 << 16);

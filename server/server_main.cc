@@ -123,6 +123,14 @@ int RunServerMain(int argc, char** argv,
                  "containers on one host) or off")
       ->check(CLI::IsMember({"local", "any", "off"}))
       ->capture_default_str();
+  app.add_option("--region-key-prefix", options.regions.key_prefix,
+                 "the server opens only shared-memory objects whose names "
+                 "start with this")
+      ->capture_default_str();
+  app.add_option("--max-region-bytes", options.regions.max_system_bytes,
+                 "bytes of all shared-memory regions together (0: half the "
+                 "host's physical memory)")
+      ->capture_default_str();
   app.add_option("--max-regions-per-client",
                  options.regions.max_regions_per_owner,
                  "shared-memory regions one client may have registered at "

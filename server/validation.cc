@@ -263,9 +263,7 @@ uint64_t JobClaimBytes(const JobSpec& spec) {
   uint64_t bytes = kJobBookkeepingBytes;
   if (!spec.a_region.used()) bytes += 4 * p.a_elements();
   if (!spec.b_region.used()) bytes += 4 * p.b_elements();
-  if (!spec.c_region.used() || !spec.result_region.used()) {
-    bytes += 4 * p.c_elements();
-  }
+  if (GemmJob::NeedsOwnC(spec)) bytes += 4 * p.c_elements();
   return bytes;
 }
 

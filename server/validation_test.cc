@@ -49,6 +49,42 @@ TEST_F(ValidationTest, AcceptsAValidProblemAndResolvesItsKernel) {
   EXPECT_EQ(problem->timeout, absl::Milliseconds(250));
 }
 
+// Operands in regions claim no budget; C claims it only where the server
+// holds it: for a result sent back, or an input C sent with the request.
+TEST_F(ValidationTest, RegionOperandsClaimOnlyWhatTheServerHolds) {
+  auto spec_of = [&](float beta, bool a, bool b, bool c, bool result) {
+    v1::GemmParams p = Params(100, 200, 300);
+    p.set_beta(beta);
+    if (a) p.mutable_a_region()->set_region("r");
+    if (b) p.mutable_b_region()->set_region("r");
+    if (c) p.mutable_c_region()->set_region("r");
+    if (result) p.mutable_result_region()->set_region("r");
+    auto spec = ValidateParams(p, limits_, *executor_);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    return *spec;
+  };
+  const uint64_t a = 4 * 100 * 300, b = 4 * 300 * 200, c = 4 * 100 * 200;
+  const uint64_t own = kJobBookkeepingBytes;
+  EXPECT_EQ(JobClaimBytes(spec_of(0, false, false, false, false)),
+            own + a + b + c);
+  EXPECT_EQ(JobClaimBytes(spec_of(0, true, true, false, true)), own);
+  EXPECT_EQ(JobClaimBytes(spec_of(0, true, true, true, true)), own)
+      << "beta 0: C is not read";
+  EXPECT_EQ(JobClaimBytes(spec_of(2, true, true, false, true)), own + c)
+      << "the input C comes with the request";
+  EXPECT_EQ(JobClaimBytes(spec_of(2, true, true, true, true)), own);
+  EXPECT_EQ(JobClaimBytes(spec_of(2, true, false, true, false)), own + b + c);
+  v1::GemmParams bad = Params(4, 4, 4);
+  bad.mutable_b_region()->set_region("r");
+  bad.mutable_b_region()->set_offset(6);
+  ExpectError(ValidateParams(bad, limits_, *executor_).status(),
+              absl::StatusCode::kInvalidArgument, "params.b_region.offset");
+  bad.mutable_b_region()->set_offset(0);
+  bad.mutable_b_region()->set_region("has space");
+  ExpectError(ValidateParams(bad, limits_, *executor_).status(),
+              absl::StatusCode::kInvalidArgument, "params.b_region.region");
+}
+
 TEST_F(ValidationTest, ZeroDimensionsNameTheField) {
   ExpectError(ValidateParams(Params(0, 5, 5), limits_, *executor_).status(),
               absl::StatusCode::kInvalidArgument, "params.m");

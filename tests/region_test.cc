@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -286,7 +287,7 @@ TEST_F(RegionTest, BadReferencesAreRefusedNamingTheOperand) {
          g.a_region = {"refs", 4096 - 1020};
        },
        absl::StatusCode::kInvalidArgument,
-       "params.a_region: bytes [3076, 4100)"},
+       "params.a_region: a's 1024 bytes from offset 3076"},
       {"unknown region",
        [](GemmArgs& g) {
          g.b_region = {"nope", 0};
@@ -352,6 +353,23 @@ TEST_F(RegionTest, RegistrationIsCheckedAtOnce) {
   auto shm =
       SharedMemoryRegion::Create(SharedMemoryRegion::UniqueKey("reg"), 8192);
   ASSERT_TRUE(shm.ok());
+  // An object of another program, and a FIFO, both where the server could
+  // open them.
+  static const std::string foreign = "/other-" + std::to_string(getpid());
+  static const std::string fifo = "/gemm-fifo-" + std::to_string(getpid());
+  static const char* kForeignKey = foreign.c_str();
+  static const char* kFifoKey = fifo.c_str();
+  const int fd = shm_open(kForeignKey, O_RDWR | O_CREAT, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 8192), 0);
+  close(fd);
+  ASSERT_EQ(mkfifo(("/dev/shm" + fifo).c_str(), 0600), 0);
+  struct Cleanup {
+    ~Cleanup() {
+      shm_unlink(foreign.c_str());
+      unlink(("/dev/shm" + fifo).c_str());
+    }
+  } cleanup;
   struct Case {
     std::string what;
     std::function<void(v1::RegisterRegionRequest&)> change;
@@ -381,6 +399,20 @@ TEST_F(RegionTest, RegistrationIsCheckedAtOnce) {
        absl::StatusCode::kInvalidArgument, "name: empty"},
       {"no memory", [](v1::RegisterRegionRequest& r) { r.clear_system(); },
        absl::StatusCode::kInvalidArgument, "memory: missing"},
+      {"unaligned offset",
+       [](v1::RegisterRegionRequest& r) { r.mutable_system()->set_offset(6); },
+       absl::StatusCode::kInvalidArgument, "not a multiple of 4"},
+      {"another program's object",
+       [](v1::RegisterRegionRequest& r) {
+         r.mutable_system()->set_key(kForeignKey);
+       },
+       absl::StatusCode::kPermissionDenied, "does not start with '/gemm-'"},
+      {"a FIFO under the name (it would block an open)",
+       [](v1::RegisterRegionRequest& r) {
+         r.mutable_system()->set_key(kFifoKey);
+         r.mutable_system()->set_read_only(true);
+       },
+       absl::StatusCode::kInvalidArgument, "is not a shared-memory object"},
       {"short IPC handle",
        [](v1::RegisterRegionRequest& r) {
          r.mutable_cuda_ipc()->set_handle("xyz");
