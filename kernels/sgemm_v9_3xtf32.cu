@@ -13,11 +13,16 @@
 // Cores' rate is several times the FMA units'.
 //
 // The warp's 64 x 32 tile is 4 x 4 mma tiles of m16n8k8. A K slice of 8 is
-// one k8 step: each lane loads its A fragments (4 floats per m16 tile) and
-// B fragments (2 per n8 tile) from shared memory, splits them, and issues
-// 3 mma per tile. The shared-memory tiles get 8 floats of padding per k row,
-// so that the fragment reads (a k row per quad of lanes, 8 rows of m or n
-// apart) fall on 32 distinct banks.
+// one k8 step. Each element is split once, as it is stored to shared
+// memory (high parts and residuals in tiles of their own); each lane then
+// loads its A fragments (4 per m16 tile) and B fragments (2 per n8 tile),
+// both parts, and issues 3 mma per tile into a fresh accumulator, which it
+// adds to its running sum with an ordinary float32 add. (The Tensor Cores
+// truncate as they accumulate; a running sum kept in them drifts one way
+// over a long K, to tens of times float32's error at K = 8192, where this
+// rounds to nearest once per K slice.) The shared-memory tiles get 8 words
+// of padding per k row, so that the fragment reads (a k row per quad of
+// lanes, 8 rows of m or n apart) fall on 32 distinct banks.
 //
 // An infinite input has big(x) = x and no residual (small(x) = 0), so
 // infinities propagate as in float32 arithmetic.
@@ -68,8 +73,12 @@ __global__ void __launch_bounds__(256, 2)  // two blocks per SM: 128 registers
   static_assert(
       kBlockM * kBlockK / 4 == kThreads && kBlockK * kBlockN / 4 == kThreads,
       "one float4 of each tile per thread per load");
-  __shared__ __align__(16) float tile_a[kBlockK * kStrideA];  // [k][m]
-  __shared__ __align__(16) float tile_b[kBlockK * kStrideB];  // [k][n]
+  // The tiles' TF32 high parts and residuals (bit patterns): A as [k][m],
+  // B as [k][n].
+  __shared__ __align__(16) uint32_t tile_a_big[kBlockK * kStrideA];
+  __shared__ __align__(16) uint32_t tile_a_small[kBlockK * kStrideA];
+  __shared__ __align__(16) uint32_t tile_b_big[kBlockK * kStrideB];
+  __shared__ __align__(16) uint32_t tile_b_small[kBlockK * kStrideB];
   const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
   // The mma fragment layout: a lane's group (row of A, column of B) and its
@@ -91,51 +100,66 @@ __global__ void __launch_bounds__(256, 2)  // two blocks per SM: 128 registers
                                b_k, kBlockK);
 
   float acc[kTilesM][kTilesN][4] = {};
+  // Splits a float4 of a tile into its TF32 parts, stored at `at` (and the
+  // 3 floats after it when `vector`, else every `stride` floats).
+  auto store_split = [](uint32_t* big, uint32_t* small, int at, int stride,
+                        const float4& v) {
+    const float lanes[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      SplitTf32(lanes[i], big[at + i * stride], small[at + i * stride]);
+    }
+  };
   auto multiply_tile = [&](const float4& a4, const float4& b4) {
+    // Each element is split once, as it is stored, rather than by every
+    // warp that reads it.
     if (kTransA) {
-      *reinterpret_cast<float4*>(&tile_a[a_k * kStrideA + a_m]) = a4;
+      store_split(tile_a_big, tile_a_small, a_k * kStrideA + a_m, 1, a4);
     } else {
-      tile_a[(a_k + 0) * kStrideA + a_m] = a4.x;
-      tile_a[(a_k + 1) * kStrideA + a_m] = a4.y;
-      tile_a[(a_k + 2) * kStrideA + a_m] = a4.z;
-      tile_a[(a_k + 3) * kStrideA + a_m] = a4.w;
+      store_split(tile_a_big, tile_a_small, a_k * kStrideA + a_m, kStrideA, a4);
     }
     if (kTransB) {
-      tile_b[(b_k + 0) * kStrideB + b_n] = b4.x;
-      tile_b[(b_k + 1) * kStrideB + b_n] = b4.y;
-      tile_b[(b_k + 2) * kStrideB + b_n] = b4.z;
-      tile_b[(b_k + 3) * kStrideB + b_n] = b4.w;
+      store_split(tile_b_big, tile_b_small, b_k * kStrideB + b_n, kStrideB, b4);
     } else {
-      *reinterpret_cast<float4*>(&tile_b[b_k * kStrideB + b_n]) = b4;
+      store_split(tile_b_big, tile_b_small, b_k * kStrideB + b_n, 1, b4);
     }
     __syncthreads();
     uint32_t a_big[kTilesM][4], a_small[kTilesM][4];
     uint32_t b_big[kTilesN][2], b_small[kTilesN][2];
 #pragma unroll
     for (int im = 0; im < kTilesM; ++im) {
-      const int row = warp_row + im * kMmaM + group;
       // a0 (row, k), a1 (row + 8, k), a2 (row, k + 4), a3 (row + 8, k + 4).
-      const float* at = &tile_a[in_group * kStrideA + row];
-      SplitTf32(at[0], a_big[im][0], a_small[im][0]);
-      SplitTf32(at[8], a_big[im][1], a_small[im][1]);
-      SplitTf32(at[4 * kStrideA], a_big[im][2], a_small[im][2]);
-      SplitTf32(at[4 * kStrideA + 8], a_big[im][3], a_small[im][3]);
+      const int at = in_group * kStrideA + warp_row + im * kMmaM + group;
+      const int offsets[4] = {0, 8, 4 * kStrideA, 4 * kStrideA + 8};
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        a_big[im][r] = tile_a_big[at + offsets[r]];
+        a_small[im][r] = tile_a_small[at + offsets[r]];
+      }
     }
 #pragma unroll
     for (int in = 0; in < kTilesN; ++in) {
-      const int col = warp_col + in * kMmaN + group;
       // b0 (k, col), b1 (k + 4, col).
-      const float* bt = &tile_b[in_group * kStrideB + col];
-      SplitTf32(bt[0], b_big[in][0], b_small[in][0]);
-      SplitTf32(bt[4 * kStrideB], b_big[in][1], b_small[in][1]);
+      const int at = in_group * kStrideB + warp_col + in * kMmaN + group;
+      b_big[in][0] = tile_b_big[at];
+      b_small[in][0] = tile_b_small[at];
+      b_big[in][1] = tile_b_big[at + 4 * kStrideB];
+      b_small[in][1] = tile_b_small[at + 4 * kStrideB];
     }
 #pragma unroll
     for (int im = 0; im < kTilesM; ++im) {
 #pragma unroll
       for (int in = 0; in < kTilesN; ++in) {
-        MmaTf32(acc[im][in], a_small[im], b_big[in]);
-        MmaTf32(acc[im][in], a_big[im], b_small[in]);
-        MmaTf32(acc[im][in], a_big[im], b_big[in]);
+        // The K slice's three products in a fresh accumulator, then added
+        // to the running sum with float32's rounding to nearest: the Tensor
+        // Cores' own accumulation truncates, which over a long K would
+        // drift one way.
+        float slice[4] = {0.f, 0.f, 0.f, 0.f};
+        MmaTf32(slice, a_small[im], b_big[in]);
+        MmaTf32(slice, a_big[im], b_small[in]);
+        MmaTf32(slice, a_big[im], b_big[in]);
+#pragma unroll
+        for (int r = 0; r < 4; ++r) acc[im][in][r] += slice[r];
       }
     }
     __syncthreads();

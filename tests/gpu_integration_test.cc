@@ -163,6 +163,7 @@ TEST_F(GpuIntegrationTest, PrecisionIsTheCallersChoice) {
     for (bool trans : {false, true}) {
       TestJob job(333, 257, 1001, trans, !trans, 1.0f, trans ? 0.5f : 0.0f, 9);
       job.args.precision = c.precision;
+      if (*c.kernel != 0) job.args.kernel = c.kernel;
       job.args.check = v1::CHECK_ABFT;
       auto timing = client_->Gemm(job.args, job.out.data());
       ASSERT_TRUE(timing.ok()) << c.name << ": " << timing.status();
