@@ -56,6 +56,7 @@ KEY_CHANGE = {
     "v7": "double buffering (two shared-memory stages, next slice prefetched)",
     "v7-64x64": "v7 with 64x64 block tiles (4 warps): more blocks for mid-sized shapes",
     "v8": "split-K (K ranges in blocks of their own, added into C)",
+    "v9": "3xTF32 on Tensor Cores (mma.sync; float32-accurate, fp32-tensor)",
 }
 
 
