@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "client/gemm_client.h"
+#include "client/shm_region.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/gemm.grpc.pb.h"
@@ -227,6 +228,51 @@ TEST_F(TlsTest, EachTokenHasAShareOfItsOwn) {
   EXPECT_TRUE(status.ok()) << status.error_message();
   alice_context.TryCancel();
   EXPECT_EQ(stream->Finish().error_code(), grpc::CANCELLED);
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+// With tokens, regions are the token's: two callers on one host, from one
+// address, cannot see or name each other's regions.
+TEST_F(TlsTest, EachTokenHasRegionsOfItsOwn) {
+  const std::string tokens = certs_->Path("region-tokens");
+  std::ofstream(tokens) << "alice 0123456789abcdef0123456789\n"
+                           "bob   abcdef0123456789abcdef0123\n";
+  std::ofstream(certs_->Path("a.token")) << "0123456789abcdef0123456789\n";
+  std::ofstream(certs_->Path("b.token")) << "abcdef0123456789abcdef0123\n";
+  std::vector<std::string> flags = ServerTls();
+  flags.insert(flags.end(), {"--token-file", tokens});
+  ServerProcess server(flags);
+  ASSERT_TRUE(server.Start().ok());
+  auto connect = [&](const std::string& token_file) {
+    GemmClient::Options options = Trusting();
+    options.target = server.address();
+    options.token_file = token_file;
+    auto client = GemmClient::Create(options);
+    EXPECT_TRUE(client.ok()) << client.status();
+    return std::move(*client);
+  };
+  auto alice = connect(certs_->Path("a.token"));
+  auto bob = connect(certs_->Path("b.token"));
+  auto shm = client::SharedMemoryRegion::Create(
+      client::SharedMemoryRegion::UniqueKey("tls"), 4096);
+  ASSERT_TRUE(shm.ok()) << shm.status();
+  std::fill_n((*shm)->floats(), 1024, 1.0f);
+  ASSERT_TRUE(alice->RegisterRegion((*shm)->Describe("r")).ok());
+  client::GemmArgs args;
+  args.problem = {16, 16, 16, false, false, 1.0f, 0.0f};
+  args.a_region = {"r", 0};
+  args.b_region = {"r", 1024};
+  std::vector<float> out(256);
+  auto timing = alice->Gemm(args, out.data());
+  ASSERT_TRUE(timing.ok()) << timing.status();
+  EXPECT_EQ(out[0], 16.0f);
+  auto theirs = bob->ListRegions();
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  EXPECT_TRUE(theirs->empty());
+  EXPECT_EQ(bob->Gemm(args, out.data()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bob->UnregisterRegion("r").code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(alice->UnregisterRegion("r").ok());
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
