@@ -63,7 +63,8 @@ __device__ __forceinline__ void MmaTf32(float (&acc)[4], const uint32_t (&a)[4],
 template <bool kTransA, bool kTransB, bool kVectorAccess>
 __global__ void __launch_bounds__(256, 2)  // two blocks per SM: 128 registers
     Sgemm3xTf32Kernel(SgemmArgs args) {
-  constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 8;
+  // A K slice of 16: two k8 steps of the mma per pair of barriers.
+  constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 16, kHalfK = 8;
   constexpr int kWarpM = 64, kWarpN = 32, kWarpsN = kBlockN / kWarpN;
   constexpr int kThreads = 256;
   constexpr int kMmaM = 16, kMmaN = 8;
@@ -71,8 +72,8 @@ __global__ void __launch_bounds__(256, 2)  // two blocks per SM: 128 registers
   // Padded k rows: fragment reads without bank conflicts.
   constexpr int kStrideA = kBlockM + 8, kStrideB = kBlockN + 8;
   static_assert(
-      kBlockM * kBlockK / 4 == kThreads && kBlockK * kBlockN / 4 == kThreads,
-      "one float4 of each tile per thread per load");
+      kBlockM * kHalfK / 4 == kThreads && kHalfK * kBlockN / 4 == kThreads,
+      "one float4 of each half tile per thread per load");
   // The tiles' TF32 high parts and residuals (bit patterns): A as [k][m],
   // B as [k][n].
   __shared__ __align__(16) uint32_t tile_a_big[kBlockK * kStrideA];
@@ -89,15 +90,20 @@ __global__ void __launch_bounds__(256, 2)  // two blocks per SM: 128 registers
   const int block_row = blockIdx.y * kBlockM, block_col = blockIdx.x * kBlockN;
   const BatchMember p = detail::SelectBatchMember(args);
 
-  // v5's and v6's loads: one float4 of each tile per thread per K slice.
-  const int a_m = kTransA ? (tid % (kBlockM / 4)) * 4 : tid / (kBlockK / 4);
-  const int a_k = kTransA ? tid / (kBlockM / 4) : (tid % (kBlockK / 4)) * 4;
-  const int b_k = kTransB ? (tid % (kBlockK / 4)) * 4 : tid / (kBlockN / 4);
-  const int b_n = kTransB ? tid / (kBlockK / 4) : (tid % (kBlockN / 4)) * 4;
+  // v6's loads, twice: one float4 of each operand per thread for each half
+  // (8 deep) of the K slice.
+  const int a_m = kTransA ? (tid % (kBlockM / 4)) * 4 : tid / (kHalfK / 4);
+  const int a_k = kTransA ? tid / (kBlockM / 4) : (tid % (kHalfK / 4)) * 4;
+  const int b_k = kTransB ? (tid % (kHalfK / 4)) * 4 : tid / (kBlockN / 4);
+  const int b_n = kTransB ? tid / (kHalfK / 4) : (tid % (kBlockN / 4)) * 4;
+  // One iterator per operand; the second half's float4 is kHalfK further
+  // along K, with the same lanes inside (but for the last, partial slice).
   FragmentIterator frag_iter_a(p.a, args.lda, !kTransA, block_row + a_m, args.m,
                                a_k, kBlockK);
   FragmentIterator frag_iter_b(p.b, args.ldb, kTransB, block_col + b_n, args.n,
                                b_k, kBlockK);
+  const int64_t half_a = kTransA ? kHalfK * args.lda : kHalfK;
+  const int64_t half_b = kTransB ? kHalfK : kHalfK * args.ldb;
 
   float acc[kTilesM][kTilesN][4] = {};
   // Splits a float4 of a tile into its TF32 parts, stored at `at` (and the
@@ -110,56 +116,60 @@ __global__ void __launch_bounds__(256, 2)  // two blocks per SM: 128 registers
       SplitTf32(lanes[i], big[at + i * stride], small[at + i * stride]);
     }
   };
-  auto multiply_tile = [&](const float4& a4, const float4& b4) {
-    // Each element is split once, as it is stored, rather than by every
-    // warp that reads it.
-    if (kTransA) {
-      store_split(tile_a_big, tile_a_small, a_k * kStrideA + a_m, 1, a4);
-    } else {
-      store_split(tile_a_big, tile_a_small, a_k * kStrideA + a_m, kStrideA, a4);
-    }
-    if (kTransB) {
-      store_split(tile_b_big, tile_b_small, b_k * kStrideB + b_n, kStrideB, b4);
-    } else {
-      store_split(tile_b_big, tile_b_small, b_k * kStrideB + b_n, 1, b4);
+  auto multiply_tile = [&](const float4(&a4)[2], const float4(&b4)[2]) {
+  // Each element is split once, as it is stored, rather than by every
+  // warp that reads it.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int ak = (a_k + h * kHalfK) * kStrideA + a_m;
+      const int bk = (b_k + h * kHalfK) * kStrideB + b_n;
+      store_split(tile_a_big, tile_a_small, ak, kTransA ? 1 : kStrideA, a4[h]);
+      store_split(tile_b_big, tile_b_small, bk, kTransB ? kStrideB : 1, b4[h]);
     }
     __syncthreads();
-    uint32_t a_big[kTilesM][4], a_small[kTilesM][4];
-    uint32_t b_big[kTilesN][2], b_small[kTilesN][2];
+    // One k8 step at a time: unrolled, both steps' fragments would be live
+    // at once and spill.
+#pragma unroll 1
+    for (int ks = 0; ks < kBlockK; ks += kHalfK) {
+      uint32_t a_big[kTilesM][4], a_small[kTilesM][4];
+      uint32_t b_big[kTilesN][2], b_small[kTilesN][2];
 #pragma unroll
-    for (int im = 0; im < kTilesM; ++im) {
-      // a0 (row, k), a1 (row + 8, k), a2 (row, k + 4), a3 (row + 8, k + 4).
-      const int at = in_group * kStrideA + warp_row + im * kMmaM + group;
-      const int offsets[4] = {0, 8, 4 * kStrideA, 4 * kStrideA + 8};
+      for (int im = 0; im < kTilesM; ++im) {
+        // a0 (row, k), a1 (row + 8, k), a2 (row, k + 4), a3 (row + 8, k + 4).
+        const int at =
+            (ks + in_group) * kStrideA + warp_row + im * kMmaM + group;
+        const int offsets[4] = {0, 8, 4 * kStrideA, 4 * kStrideA + 8};
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        a_big[im][r] = tile_a_big[at + offsets[r]];
-        a_small[im][r] = tile_a_small[at + offsets[r]];
+        for (int r = 0; r < 4; ++r) {
+          a_big[im][r] = tile_a_big[at + offsets[r]];
+          a_small[im][r] = tile_a_small[at + offsets[r]];
+        }
       }
-    }
-#pragma unroll
-    for (int in = 0; in < kTilesN; ++in) {
-      // b0 (k, col), b1 (k + 4, col).
-      const int at = in_group * kStrideB + warp_col + in * kMmaN + group;
-      b_big[in][0] = tile_b_big[at];
-      b_small[in][0] = tile_b_small[at];
-      b_big[in][1] = tile_b_big[at + 4 * kStrideB];
-      b_small[in][1] = tile_b_small[at + 4 * kStrideB];
-    }
-#pragma unroll
-    for (int im = 0; im < kTilesM; ++im) {
 #pragma unroll
       for (int in = 0; in < kTilesN; ++in) {
-        // The K slice's three products in a fresh accumulator, then added
-        // to the running sum with float32's rounding to nearest: the Tensor
-        // Cores' own accumulation truncates, which over a long K would
-        // drift one way.
-        float slice[4] = {0.f, 0.f, 0.f, 0.f};
-        MmaTf32(slice, a_small[im], b_big[in]);
-        MmaTf32(slice, a_big[im], b_small[in]);
-        MmaTf32(slice, a_big[im], b_big[in]);
+        // b0 (k, col), b1 (k + 4, col).
+        const int at =
+            (ks + in_group) * kStrideB + warp_col + in * kMmaN + group;
+        b_big[in][0] = tile_b_big[at];
+        b_small[in][0] = tile_b_small[at];
+        b_big[in][1] = tile_b_big[at + 4 * kStrideB];
+        b_small[in][1] = tile_b_small[at + 4 * kStrideB];
+      }
 #pragma unroll
-        for (int r = 0; r < 4; ++r) acc[im][in][r] += slice[r];
+      for (int im = 0; im < kTilesM; ++im) {
+#pragma unroll
+        for (int in = 0; in < kTilesN; ++in) {
+          // The K slice's three products in a fresh accumulator, then added
+          // to the running sum with float32's rounding to nearest: the Tensor
+          // Cores' own accumulation truncates, which over a long K would
+          // drift one way.
+          float slice[4] = {0.f, 0.f, 0.f, 0.f};
+          MmaTf32(slice, a_small[im], b_big[in]);
+          MmaTf32(slice, a_big[im], b_small[in]);
+          MmaTf32(slice, a_big[im], b_big[in]);
+#pragma unroll
+          for (int r = 0; r < 4; ++r) acc[im][in][r] += slice[r];
+        }
       }
     }
     __syncthreads();
@@ -168,30 +178,42 @@ __global__ void __launch_bounds__(256, 2)  // two blocks per SM: 128 registers
   const int full_tiles = args.k / kBlockK;
   const bool block_inside =
       block_row + kBlockM <= args.m && block_col + kBlockN <= args.n;
+  float4 a4[2], b4[2];
   if (kVectorAccess && block_inside) {
     for (int t = 0; t < full_tiles; ++t) {
-      const float4 a4 = *reinterpret_cast<const float4*>(frag_iter_a.ptr);
-      const float4 b4 = *reinterpret_cast<const float4*>(frag_iter_b.ptr);
+      a4[0] = *reinterpret_cast<const float4*>(frag_iter_a.ptr);
+      a4[1] = *reinterpret_cast<const float4*>(frag_iter_a.ptr + half_a);
+      b4[0] = *reinterpret_cast<const float4*>(frag_iter_b.ptr);
+      b4[1] = *reinterpret_cast<const float4*>(frag_iter_b.ptr + half_b);
       frag_iter_a.ptr += frag_iter_a.step;
       frag_iter_b.ptr += frag_iter_b.step;
       multiply_tile(a4, b4);
     }
   } else {
     for (int t = 0; t < full_tiles; ++t) {
-      const float4 a4 =
-          LoadLanes<kVectorAccess>(frag_iter_a.ptr, frag_iter_a.full_tile);
-      const float4 b4 =
-          LoadLanes<kVectorAccess>(frag_iter_b.ptr, frag_iter_b.full_tile);
+      a4[0] = LoadLanes<kVectorAccess>(frag_iter_a.ptr, frag_iter_a.full_tile);
+      a4[1] = LoadLanes<kVectorAccess>(frag_iter_a.ptr + half_a,
+                                       frag_iter_a.full_tile);
+      b4[0] = LoadLanes<kVectorAccess>(frag_iter_b.ptr, frag_iter_b.full_tile);
+      b4[1] = LoadLanes<kVectorAccess>(frag_iter_b.ptr + half_b,
+                                       frag_iter_b.full_tile);
       frag_iter_a.ptr += frag_iter_a.step;
       frag_iter_b.ptr += frag_iter_b.step;
       multiply_tile(a4, b4);
     }
   }
   if (const int k0 = full_tiles * kBlockK; k0 < args.k) {
-    multiply_tile(LoadLanes<kVectorAccess>(frag_iter_a.ptr,
-                                           frag_iter_a.PartialTile(k0, args.k)),
-                  LoadLanes<kVectorAccess>(
-                      frag_iter_b.ptr, frag_iter_b.PartialTile(k0, args.k)));
+    // Lanes past K read nothing (the pointer may then lie past the
+    // operand's end, unread).
+    a4[0] = LoadLanes<kVectorAccess>(frag_iter_a.ptr,
+                                     frag_iter_a.PartialTile(k0, args.k));
+    a4[1] = LoadLanes<kVectorAccess>(
+        frag_iter_a.ptr + half_a, frag_iter_a.PartialTile(k0 + kHalfK, args.k));
+    b4[0] = LoadLanes<kVectorAccess>(frag_iter_b.ptr,
+                                     frag_iter_b.PartialTile(k0, args.k));
+    b4[1] = LoadLanes<kVectorAccess>(
+        frag_iter_b.ptr + half_b, frag_iter_b.PartialTile(k0 + kHalfK, args.k));
+    multiply_tile(a4, b4);
   }
 
   // The accumulator layout: c0 (row, col), c1 (row, col + 1), c2 (row + 8,
