@@ -11,6 +11,8 @@ in chunks by themselves. Each Result carries C and the server's Timing.
 
 from gemm_client.client import GemmClient
 from gemm_client.job_stream import JobStream
+from gemm_client.regions import RegionMatrix, SharedRegion
 from gemm_client.results import GemmError, Result, Timing
 
-__all__ = ["GemmClient", "GemmError", "JobStream", "Result", "Timing"]
+__all__ = ["GemmClient", "GemmError", "JobStream", "RegionMatrix", "Result",
+           "SharedRegion", "Timing"]

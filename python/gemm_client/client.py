@@ -22,6 +22,7 @@ import grpc
 from gemm_client import gemm_pb2
 from gemm_client.job import Job
 from gemm_client.job_stream import JobStream
+from gemm_client.regions import RegionMatrix, SharedRegion
 from gemm_client.results import GemmError, Result, Timing
 
 _SERVICE = "/gemm.v1.GemmService/"
@@ -91,6 +92,19 @@ class GemmClient:
             _SERVICE + "GemmStream",
             request_serializer=gemm_pb2.StreamRequest.SerializeToString,
             response_deserializer=gemm_pb2.StreamResponse.FromString)
+        self._register_region = self._channel.unary_unary(
+            _SERVICE + "RegisterRegion",
+            request_serializer=gemm_pb2.RegisterRegionRequest.SerializeToString,
+            response_deserializer=gemm_pb2.RegisterRegionResponse.FromString)
+        self._unregister_region = self._channel.unary_unary(
+            _SERVICE + "UnregisterRegion",
+            request_serializer=(
+                gemm_pb2.UnregisterRegionRequest.SerializeToString),
+            response_deserializer=gemm_pb2.UnregisterRegionResponse.FromString)
+        self._list_regions = self._channel.unary_unary(
+            _SERVICE + "ListRegions",
+            request_serializer=gemm_pb2.ListRegionsRequest.SerializeToString,
+            response_deserializer=gemm_pb2.ListRegionsResponse.FromString)
         # Raw bytes in and out: the two health messages are encoded here
         # rather than generated from a proto this repository does not hold.
         self._health = self._channel.unary_unary("/grpc.health.v1.Health/Check")
@@ -134,10 +148,41 @@ class GemmClient:
         return _HEALTH_STATUS[status] if status < len(_HEALTH_STATUS) \
             else "UNKNOWN"
 
+    def register_region(self, region: SharedRegion, *,
+                        read_only: bool = False) -> gemm_pb2.RegionInfo:
+        """Registers a shared-memory region with the server (which must
+        run on this host) under region.name; read_only: the server may
+        read it but never write it. Raises GemmError when the server
+        refuses it (the message says why)."""
+        try:
+            return self._register_region(region.request(read_only),
+                                         timeout=self._timeout).region
+        except grpc.RpcError as error:
+            raise GemmError.from_rpc_error(error) from None
+
+    def unregister_region(self, name: str) -> None:
+        """Forgets a region; returns once no job uses it and the server
+        has unmapped it, so that its memory may be reused or freed."""
+        try:
+            self._unregister_region(
+                gemm_pb2.UnregisterRegionRequest(name=name),
+                timeout=self._timeout)
+        except grpc.RpcError as error:
+            raise GemmError.from_rpc_error(error) from None
+
+    def list_regions(self) -> list[gemm_pb2.RegionInfo]:
+        """This caller's regions on the server."""
+        try:
+            return list(self._list_regions(gemm_pb2.ListRegionsRequest(),
+                                           timeout=self._timeout).regions)
+        except grpc.RpcError as error:
+            raise GemmError.from_rpc_error(error) from None
+
     def gemm(self, a: Any, b: Any, c: Any = None, *, alpha: float = 1.0,
              beta: float = 0.0, trans_a: bool = False, trans_b: bool = False,
              kernel: str = "auto", check: str = "default",
-             precision: str = "fp32") -> Result:
+             precision: str = "fp32",
+             out: RegionMatrix | None = None) -> Result:
         """Computes C = alpha * op(a) @ op(b) + beta * c and waits for it.
 
         a, b and c are anything numpy turns into float32 matrices (copied
@@ -154,19 +199,25 @@ class GemmClient:
         "tf32" or "bf16" (inputs rounded, on Tensor Cores); timing.precision
         says which ran.
 
+        Same-host callers may pass a, b or c as a matrix in a registered
+        shared-memory region (SharedRegion.at(offset, shape)), which is
+        then not sent, and out= such a matrix for the result, which the
+        server writes there; Result.c is then a view of it.
+
         Raises ValueError for shapes that do not fit, before anything is
         sent, and GemmError when the server or the call fails.
         """
         return self.gemm_async(a, b, c, alpha=alpha, beta=beta,
                                trans_a=trans_a, trans_b=trans_b,
                                kernel=kernel, check=check,
-                               precision=precision).result()
+                               precision=precision, out=out).result()
 
     def gemm_async(self, a: Any, b: Any, c: Any = None, *,
                    alpha: float = 1.0, beta: float = 0.0,
                    trans_a: bool = False, trans_b: bool = False,
                    kernel: str = "auto", check: str = "default",
-                   precision: str = "fp32") -> "Future[Result]":
+                   precision: str = "fp32",
+                   out: RegionMatrix | None = None) -> "Future[Result]":
         """gemm() without waiting: the future gets the Result or a
         GemmError, on one of gRPC's threads (or a stream's reader thread).
         ValueError is raised at once. Many jobs may be in flight; for many
@@ -175,7 +226,7 @@ class GemmClient:
         done: they are read as its chunks are sent."""
         job = Job(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a,
                   trans_b=trans_b, kernel=kernel, check=check,
-                  precision=precision)
+                  precision=precision, out=out)
         if max(job.operand_bytes, job.result_bytes) > self._max_unary_bytes:
             # A call of its own, which ends with the job.
             stream = self.stream()

@@ -18,6 +18,7 @@ import grpc
 import numpy as np
 
 from gemm_client import gemm_pb2
+from gemm_client.regions import RegionMatrix
 from gemm_client.results import GemmError, Timing
 
 # The wire's element type: raw little-endian float32 (proto/gemm.proto).
@@ -35,9 +36,12 @@ _FIELD = {gemm_pb2.OPERAND_A: "a", gemm_pb2.OPERAND_B: "b",
           gemm_pb2.OPERAND_C: "c"}
 
 
-def _as_matrix(name: str, value: Any) -> np.ndarray:
+def _as_matrix(name: str, value: Any) -> np.ndarray | RegionMatrix:
     """A C-contiguous float32 copy of value, or value itself when it is
-    one already (so a float32 array costs no copy here)."""
+    one already (so a float32 array costs no copy here); a matrix in a
+    shared-memory region as it is."""
+    if isinstance(value, RegionMatrix):
+        return value
     matrix = np.ascontiguousarray(value, dtype=WIRE_FLOAT)
     if matrix.ndim != 2:
         raise ValueError(
@@ -55,7 +59,8 @@ class Job:
 
     def __init__(self, a: Any, b: Any, c: Any, *, alpha: float, beta: float,
                  trans_a: bool, trans_b: bool, kernel: str,
-                 check: str = "default", precision: str = "fp32") -> None:
+                 check: str = "default", precision: str = "fp32",
+                 out: RegionMatrix | None = None) -> None:
         if check not in _CHECKS:
             raise ValueError(
                 f"check must be one of {', '.join(_CHECKS)}, got {check!r}")
@@ -88,13 +93,32 @@ class Job:
                     f"shape {c.shape}")
         else:
             c = None
+        if out is not None:
+            if not isinstance(out, RegionMatrix):
+                raise ValueError("out must be a matrix in a region "
+                                 "(SharedRegion.at)")
+            if out.shape != (m, n):
+                raise ValueError(
+                    f"out must be {m}x{n} (op(a) rows x op(b) columns), got "
+                    f"shape {out.shape}")
         self.params = gemm_pb2.GemmParams(
             m=m, n=n, k=k, trans_a=trans_a, trans_b=trans_b, alpha=alpha,
             beta=beta, kernel=kernel, check=_CHECKS[check],
             precision=_PRECISIONS[precision])
-        self.operands = [(gemm_pb2.OPERAND_A, a), (gemm_pb2.OPERAND_B, b)]
-        if c is not None:
-            self.operands.append((gemm_pb2.OPERAND_C, c))
+        # Operands in regions travel as references, the rest as bytes.
+        self.operands = []
+        for operand, field, matrix in ((gemm_pb2.OPERAND_A, "a_region", a),
+                                       (gemm_pb2.OPERAND_B, "b_region", b),
+                                       (gemm_pb2.OPERAND_C, "c_region", c)):
+            if matrix is None:
+                continue
+            if isinstance(matrix, RegionMatrix):
+                getattr(self.params, field).CopyFrom(matrix.ref())
+            else:
+                self.operands.append((operand, matrix))
+        self.out = out
+        if out is not None:
+            self.params.result_region.CopyFrom(out.ref())
         self.m, self.n = m, n
 
     @property
@@ -104,6 +128,9 @@ class Job:
 
     @property
     def result_bytes(self) -> int:
+        """Bytes of C that come back: none when it goes to a region."""
+        if self.out is not None:
+            return 0
         return self.m * self.n * WIRE_FLOAT.itemsize
 
     def request(self) -> gemm_pb2.GemmRequest:
@@ -129,7 +156,7 @@ class Job:
         chunk_bytes, the last marked end_of_job. Results of at most
         chunk_bytes are asked for inline, in the JobEnd.
         """
-        if self.operand_bytes <= chunk_bytes:
+        if self.operand_bytes <= chunk_bytes or not self.operands:
             message = gemm_pb2.StreamRequest(job_id=job_id)
             self._fill(message.job)
             message.job.params.inline_result_max_bytes = chunk_bytes
@@ -149,12 +176,15 @@ class Job:
             yield message
 
     def unary_result(self, data: bytes) -> np.ndarray:
-        """C from a GemmResponse, checked for size, as a writable array."""
+        """C from a GemmResponse, checked for size, as a writable array (a
+        view of the region, for a result written to one)."""
         if len(data) != self.result_bytes:
             raise GemmError(
                 grpc.StatusCode.INTERNAL,
                 f"server sent {len(data)} bytes of C, expected "
                 f"{self.result_bytes}")
+        if self.out is not None:
+            return self.out.array()
         return np.frombuffer(data, WIRE_FLOAT).reshape(self.m, self.n).copy()
 
 

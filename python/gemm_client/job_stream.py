@@ -28,6 +28,7 @@ import grpc
 
 from gemm_client import gemm_pb2
 from gemm_client.job import Job, ResultAssembly
+from gemm_client.regions import RegionMatrix
 from gemm_client.results import GemmError, Result
 
 
@@ -71,7 +72,8 @@ class JobStream:
                beta: float = 0.0, trans_a: bool = False,
                trans_b: bool = False, kernel: str = "auto",
                check: str = "default",
-               precision: str = "fp32") -> "Future[Result]":
+               precision: str = "fp32",
+               out: RegionMatrix | None = None) -> "Future[Result]":
         """Queues C = alpha * op(a) @ op(b) + beta * c; never blocks on the
         network. Arguments are those of GemmClient.gemm(), and bad shapes
         raise ValueError here; the future gets the Result or a GemmError.
@@ -80,7 +82,7 @@ class JobStream:
         return self.submit_job(Job(a, b, c, alpha=alpha, beta=beta,
                                    trans_a=trans_a, trans_b=trans_b,
                                    kernel=kernel, check=check,
-                                   precision=precision))
+                                   precision=precision, out=out))
 
     def submit_job(self, job: Job) -> "Future[Result]":
         """submit() of a job already checked (GemmClient's large jobs)."""

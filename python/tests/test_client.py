@@ -124,6 +124,60 @@ class ClientTest(unittest.TestCase):
             case = Case(self.rng, m, n, k)
             case.check(self, case.run(self.client.gemm))
 
+    def test_operands_and_result_in_a_shared_memory_region(self):
+        # Every mix of A, B, C and the result in the region or the request,
+        # unary, and a large job (over max_unary_bytes in the request) on
+        # the stream; the result region is NaN until the server writes it.
+        region = gemm_client.SharedRegion(4 << 20, name="py-work")
+        info = self.client.register_region(region)
+        self.assertEqual((info.kind, info.byte_size), ("system", 4 << 20))
+        self.assertEqual([r.name for r in self.client.list_regions()],
+                         ["py-work"])
+        try:
+            for mask, (m, n, k) in itertools.product(
+                    range(16), ((33, 17, 9), (700, 300, 600))):
+                if m == 700 and mask not in (3, 8, 15):
+                    continue
+                case = Case(self.rng, m, n, k, alpha=1.5, beta=-0.5,
+                            trans_b=mask % 3 == 0)
+                args, offset = [], 0
+                for bit, matrix in enumerate((case.a, case.b, case.c)):
+                    if mask >> bit & 1:
+                        region.array(offset, matrix.shape)[:] = matrix
+                        args.append(region.at(offset, matrix.shape))
+                        offset += matrix.nbytes + 256
+                    else:
+                        args.append(matrix)
+                out = None
+                if mask & 8:
+                    region.array(offset, (m, n))[:] = np.nan
+                    out = region.at(offset, (m, n))
+                result = self.client.gemm(*args, **case.kwargs, out=out)
+                case.check(self, result)
+                if out is not None:
+                    self.assertTrue(np.shares_memory(result.c, region.array(
+                        offset, (m, n))), mask)
+                del result
+            # On a stream too, the result only in the region.
+            case = Case(self.rng, 40, 30, 20)
+            region.array(0, (40, 30))[:] = np.nan
+            with self.client.stream() as stream:
+                future = stream.submit(case.a, case.b, **case.kwargs,
+                                       out=region.at(0, (40, 30)))
+                case.check(self, future.result())
+            del future
+        finally:
+            self.client.unregister_region("py-work")
+            region.close()
+        self.assertEqual(self.client.list_regions(), [])
+        # A region of nothing registered is refused, naming the operand.
+        with gemm_client.SharedRegion(4096, name="py-never") as stray:
+            with self.assertRaises(GemmError) as refused:
+                self.client.gemm(stray.at(0, (4, 4)), np.ones((4, 4)))
+            self.assertEqual(refused.exception.code,
+                             grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn("a_region", refused.exception.details)
+
     def test_k_zero_gives_beta_c(self):
         case = Case(self.rng, 7, 9, 0, beta=0.5)
         case.check(self, case.run(self.client.gemm))
