@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/shm_region.h"
+#include "common/gpu_uuid.h"
 
 namespace gemm::client {
 namespace {
@@ -35,12 +36,8 @@ absl::StatusOr<std::unique_ptr<CudaIpcRegion>> CudaIpcRegion::Create(
   cudaDeviceProp prop;
   s = Cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
   if (!s.ok()) return s;
-  const auto* b = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
-  region->uuid_ = absl::StrFormat(
-      "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%"
-      "02x",
-      b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-      b[12], b[13], b[14], b[15]);
+  region->uuid_ =
+      FormatGpuUuid(reinterpret_cast<const unsigned char*>(prop.uuid.bytes));
   return region;
 }
 

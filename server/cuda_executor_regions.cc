@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/gpu_uuid.h"
 #include "common/status_macros.h"
 #include "server/cuda_executor.h"
 #include "spdlog/spdlog.h"
@@ -48,12 +49,7 @@ std::string CudaExecutor::DeviceUuid(int ordinal) {
     cudaGetLastError();
     return "";
   }
-  const auto* b = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
-  return absl::StrFormat(
-      "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%"
-      "02x",
-      b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-      b[12], b[13], b[14], b[15]);
+  return FormatGpuUuid(reinterpret_cast<const unsigned char*>(prop.uuid.bytes));
 }
 
 absl::StatusOr<bool> CudaExecutor::PinHostRegion(void* base, uint64_t bytes,
