@@ -107,6 +107,8 @@ class GemmServiceImpl final : public GemmServiceBase {
   // Bytes of the jobs in flight (the in-flight budget's use), and its limit.
   uint64_t inflight_bytes() const { return intake_.budget().used(); }
   uint64_t inflight_limit_bytes() const { return intake_.budget().limit(); }
+  // The callers' shared-memory regions.
+  const RegionRegistry& regions() const { return regions_; }
   // Jobs turned away before they were accepted (Info's jobs_rejected).
   uint64_t rejected_jobs() const { return intake_.counts().rejected(); }
 

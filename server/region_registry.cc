@@ -305,7 +305,12 @@ absl::StatusOr<v1::RegionInfo> RegionRegistry::Register(
   region->last_used = now;
   regions_[owner][req.name()] = region;
   ++count_;
-  if (!region->cuda_ipc) system_bytes_ += region->size;
+  if (region->cuda_ipc) {
+    ++ipc_count_;
+    ipc_bytes_ += region->size;
+  } else {
+    system_bytes_ += region->size;
+  }
   spdlog::info("{} registered region '{}': {} bytes of {}{}", owner,
                region->name, region->size,
                region->cuda_ipc
@@ -462,7 +467,17 @@ size_t RegionRegistry::size() const {
 
 void RegionRegistry::Forget(const Region& region) {
   --count_;
-  if (!region.cuda_ipc) system_bytes_ -= region.size;
+  if (region.cuda_ipc) {
+    --ipc_count_;
+    ipc_bytes_ -= region.size;
+  } else {
+    system_bytes_ -= region.size;
+  }
+}
+
+RegionRegistry::Totals RegionRegistry::totals() const {
+  absl::MutexLock lock(&mu_);
+  return Totals{count_ - ipc_count_, ipc_count_, system_bytes_, ipc_bytes_};
 }
 
 v1::RegionInfo RegionRegistry::Describe(const Region& region, absl::Time now) {

@@ -116,6 +116,14 @@ class RegionRegistry {
 
   // Regions registered now, of every owner.
   size_t size() const;
+  // Regions registered now and their bytes, by kind (the metrics).
+  struct Totals {
+    size_t system = 0;
+    size_t cuda_ipc = 0;
+    uint64_t system_bytes = 0;
+    uint64_t cuda_ipc_bytes = 0;
+  };
+  Totals totals() const;
   const Options& options() const { return options_; }
 
   // This host's boot id, or empty when it cannot be read.
@@ -137,6 +145,8 @@ class RegionRegistry {
   mutable absl::Mutex mu_;
   size_t count_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t system_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t ipc_count_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t ipc_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // By owner, then name.
   std::map<std::string, std::map<std::string, std::shared_ptr<Region>>> regions_
       ABSL_GUARDED_BY(mu_);

@@ -80,6 +80,26 @@ void AddServerGauges(MetricsRegistry& registry, const GaugeSources& sources) {
                     [service] { return One(service->open_streams()); });
   registry.AddGauge("gemm_open_unary_calls", "Unary Gemm calls open", {},
                     [service] { return One(service->open_unary_calls()); });
+  registry.AddGauge("gemm_regions", "Shared-memory regions registered, by kind",
+                    {"kind"}, [service] {
+                      const RegionRegistry::Totals t =
+                          service->regions().totals();
+                      return std::vector<Sample>{
+                          {{"system"}, static_cast<double>(t.system)},
+                          {{"cuda-ipc"}, static_cast<double>(t.cuda_ipc)}};
+                    });
+  registry.AddGauge(
+      "gemm_region_bytes", "Bytes of the registered regions, by kind", {"kind"},
+      [service] {
+        const RegionRegistry::Totals t = service->regions().totals();
+        return std::vector<Sample>{
+            {{"system"}, static_cast<double>(t.system_bytes)},
+            {{"cuda-ipc"}, static_cast<double>(t.cuda_ipc_bytes)}};
+      });
+  registry.AddGauge(
+      "gemm_region_limit_bytes",
+      "Most bytes of shared memory regions may hold (--max-region-bytes)", {},
+      [service] { return One(service->regions().options().max_system_bytes); });
 
   const Executor* executor = sources.executor;
   auto device_gauge = [&](std::string name, std::string help,

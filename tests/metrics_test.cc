@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/gemm_client.h"
+#include "client/shm_region.h"
 #include "gtest/gtest.h"
 #include "tests/metrics_scrape.h"
 #include "tests/server_process.h"
@@ -172,6 +173,27 @@ TEST_F(MetricsTest, CountsMatchWhatTheClientSentAndPassPromtool) {
 
 // Checked jobs by result, the check's time, and each device's results that
 // failed their check (a bit flipped in the first run of jobs with M = 37).
+TEST_F(MetricsTest, RegionsAreCountedByKind) {
+  client::GemmClient::Options options;
+  options.target = server_->address();
+  auto client = client::GemmClient::Create(options);
+  ASSERT_TRUE(client.ok());
+  auto shm = client::SharedMemoryRegion::Create(
+      client::SharedMemoryRegion::UniqueKey("metrics"), 12288);
+  ASSERT_TRUE(shm.ok());
+  EXPECT_EQ(MetricSample(Scrape(), "gemm_regions{kind=\"system\"}"), 0);
+  ASSERT_TRUE((*client)->RegisterRegion((*shm)->Describe("m")).ok());
+  std::string text = Scrape();
+  EXPECT_EQ(MetricSample(text, "gemm_regions{kind=\"system\"}"), 1) << text;
+  EXPECT_EQ(MetricSample(text, "gemm_regions{kind=\"cuda-ipc\"}"), 0);
+  EXPECT_EQ(MetricSample(text, "gemm_region_bytes{kind=\"system\"}"), 12288);
+  EXPECT_GT(MetricSample(text, "gemm_region_limit_bytes "), 1e6);
+  ASSERT_TRUE((*client)->UnregisterRegion("m").ok());
+  text = Scrape();
+  EXPECT_EQ(MetricSample(text, "gemm_regions{kind=\"system\"}"), 0);
+  EXPECT_EQ(MetricSample(text, "gemm_region_bytes{kind=\"system\"}"), 0);
+}
+
 TEST_F(MetricsTest, ResultChecksAreCounted) {
   client::GemmClient::Options options;
   options.target = server_->address();
