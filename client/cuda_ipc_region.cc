@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "client/shm_region.h"
 #include "common/gpu_uuid.h"
+#include "common/host_id.h"
 
 namespace gemm::client {
 namespace {
@@ -71,7 +72,7 @@ v1::RegisterRegionRequest CudaIpcRegion::Describe(
     const std::string& name) const {
   v1::RegisterRegionRequest request;
   request.set_name(name);
-  request.set_host_id(HostId());
+  request.set_host_id(ReadHostId());
   v1::CudaIpcMemory* ipc = request.mutable_cuda_ipc();
   ipc->set_handle(handle_);
   ipc->set_device_uuid(uuid_);

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/shm_region.h"
+#include "common/host_id.h"
 #ifdef GEMM_CLIENT_WITH_CUDA
 #include "client/cuda_ipc_region.h"
 #endif
@@ -106,8 +107,8 @@ absl::StatusOr<std::unique_ptr<JobRegion>> JobRegion::Create(
   // Unique per process and region; the host's id keeps callers in other
   // containers (whose pids may repeat) apart.
   region->name_ =
-      absl::StrCat("gemm-client-", HostId().substr(0, 8), "-", getpid(), "-",
-                   OperandMemoryName(memory), "-", next++);
+      absl::StrCat("gemm-client-", ReadHostId().substr(0, 8), "-", getpid(),
+                   "-", OperandMemoryName(memory), "-", next++);
   if (memory == OperandMemory::kShm) {
     auto shm = SharedMemoryRegion::Create(
         SharedMemoryRegion::UniqueKey("client"), bytes);
@@ -158,6 +159,38 @@ absl::Status JobRegion::Write(uint64_t offset, const void* from,
 
 absl::Status JobRegion::Read(uint64_t offset, void* to, uint64_t bytes) const {
   return impl_->Read(offset, to, bytes);
+}
+
+absl::StatusOr<RegionOffset> JobRegion::Place(const void* data,
+                                              uint64_t bytes) {
+  absl::StatusOr<uint64_t> at = Reserve(bytes);
+  if (!at.ok()) return at.status();
+  absl::Status written = Write(*at, data, bytes);
+  if (!written.ok()) return written;
+  return At(*at);
+}
+
+void RegionSlots::Reserve(JobRegion* region, uint64_t count, uint64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  for (uint64_t i = 0; i < count; ++i) {
+    absl::StatusOr<uint64_t> at = region->Reserve(bytes);
+    if (!at.ok()) return;
+    free_.push_back(static_cast<int64_t>(*at));
+  }
+}
+
+int64_t RegionSlots::Take() {
+  absl::MutexLock lock(&mu_);
+  if (free_.empty()) return -1;
+  const int64_t offset = free_.back();
+  free_.pop_back();
+  return offset;
+}
+
+void RegionSlots::Give(int64_t offset) {
+  if (offset < 0) return;
+  absl::MutexLock lock(&mu_);
+  free_.push_back(offset);
 }
 
 }  // namespace gemm::client

@@ -20,9 +20,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "client/gemm_client.h"
 
 namespace gemm::client {
@@ -57,6 +59,8 @@ class JobRegion {
 
   absl::Status Write(uint64_t offset, const void* from, uint64_t bytes);
   absl::Status Read(uint64_t offset, void* to, uint64_t bytes) const;
+  // Reserve(bytes), then Write(data) there: the reference to the copy.
+  absl::StatusOr<RegionOffset> Place(const void* data, uint64_t bytes);
 
   const std::string& name() const { return name_; }
   OperandMemory memory() const { return memory_; }
@@ -74,6 +78,23 @@ class JobRegion {
   uint64_t size_ = 0;
   std::unique_ptr<Memory> impl_;
   std::atomic<uint64_t> used_{0};
+};
+
+// Equal slots of a JobRegion, handed out and taken back (gemm-client load's
+// result slots). Thread-safe.
+class RegionSlots {
+ public:
+  // Reserves up to `count` slots of `bytes` each (fewer when the region
+  // fills up).
+  void Reserve(JobRegion* region, uint64_t count, uint64_t bytes);
+  // A free slot's offset in the region, or -1 when none is free.
+  int64_t Take();
+  // Returns a slot from Take(); -1 is ignored.
+  void Give(int64_t offset);
+
+ private:
+  absl::Mutex mu_;
+  std::vector<int64_t> free_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gemm::client

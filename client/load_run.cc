@@ -94,20 +94,6 @@ uint64_t LoadRun::RegionBytes(const LoadOptions& options) {
   return bytes + ResultSlots(options) * (4 * largest_c + 256);
 }
 
-int64_t LoadRun::TakeResultSlot() {
-  absl::MutexLock lock(&result_slots_mu_);
-  if (free_result_slots_.empty()) return -1;
-  const int64_t offset = free_result_slots_.back();
-  free_result_slots_.pop_back();
-  return offset;
-}
-
-void LoadRun::GiveResultSlot(int64_t offset) {
-  if (offset < 0) return;
-  absl::MutexLock lock(&result_slots_mu_);
-  free_result_slots_.push_back(offset);
-}
-
 LoadRun::~LoadRun() = default;
 
 void LoadRun::Prepare() {
@@ -125,24 +111,20 @@ void LoadRun::Prepare() {
   }
   if (region_ != nullptr) {
     // Each shape's A and B once; then the result slots. RegionBytes() sized
-    // the region for exactly this.
-    auto place = [this](const float* data, uint64_t elements,
-                        RegionOffset* ref) {
-      absl::StatusOr<uint64_t> at = region_->Reserve(4 * elements);
-      if (!at.ok() || !region_->Write(*at, data, 4 * elements).ok()) return;
-      *ref = region_->At(*at);
-    };
+    // the region for exactly this (a shape that does not fit travels in the
+    // messages).
     for (ShapeData& shape : shapes_) {
       const GemmArgs args = shape.operands.SharedArgs();
-      place(args.a, args.problem.a_elements(), &shape.a_region);
-      place(args.b, args.problem.b_elements(), &shape.b_region);
+      absl::StatusOr<RegionOffset> a =
+          region_->Place(args.a, 4 * args.problem.a_elements());
+      absl::StatusOr<RegionOffset> b =
+          region_->Place(args.b, 4 * args.problem.b_elements());
+      if (a.ok() && b.ok()) {
+        shape.a_region = *a;
+        shape.b_region = *b;
+      }
     }
-    absl::MutexLock lock(&result_slots_mu_);
-    for (uint64_t i = 0; i < ResultSlots(options_); ++i) {
-      absl::StatusOr<uint64_t> at = region_->Reserve(4 * out_floats_);
-      if (!at.ok()) break;
-      free_result_slots_.push_back(static_cast<int64_t>(*at));
-    }
+    result_slots_.Reserve(region_, ResultSlots(options_), 4 * out_floats_);
   }
   for (const std::string& target : client_->channel_targets()) {
     if (std::find(targets_.begin(), targets_.end(), target) == targets_.end()) {
@@ -296,7 +278,7 @@ void LoadRun::Dispatch(Dispatcher* d, Clock::time_point scheduled,
     // The shape's operands, and a slot for the result, in the region.
     args.a_region = shapes_[shape].a_region;
     args.b_region = shapes_[shape].b_region;
-    result_slot = TakeResultSlot();
+    result_slot = result_slots_.Take();
     if (result_slot >= 0) {
       args.result_region = region_->At(static_cast<uint64_t>(result_slot));
     }
@@ -372,7 +354,7 @@ void LoadRun::OnEnd(Dispatcher* d, int shape, int target, float* out,
   }
   // A failed job may still write its slot later (its call ended, not the
   // job): that slot is not used again.
-  if (result.ok()) GiveResultSlot(result_slot);
+  if (result.ok()) result_slots_.Give(result_slot);
   absl::MutexLock lock(&d->mu);
   if (!result.ok() && d->error_sample.count(record.code) == 0) {
     d->error_sample[record.code] = std::string(result.status().message());

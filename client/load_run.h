@@ -20,7 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "client/gemm_client.h"
 #include "client/job_region.h"
 #include "client/load_generator.h"
@@ -61,17 +60,14 @@ class LoadRun {
   void OnEnd(Dispatcher* d, int shape, int target, float* out, uint64_t seq,
              int64_t result_slot, Clock::time_point start, bool measured,
              absl::StatusOr<v1::Timing> result);
-  // A free result slot's offset in the region, or -1 when none is free.
-  int64_t TakeResultSlot();
-  void GiveResultSlot(int64_t offset);
+
   void ReportProgress(Clock::time_point start, Clock::time_point warmup_end);
   LoadReport ReportOf(Clock::time_point measure_start) const;
 
   GemmClient* const client_;
   const LoadOptions options_;
   JobRegion* const region_;
-  absl::Mutex result_slots_mu_;
-  std::vector<int64_t> free_result_slots_ ABSL_GUARDED_BY(result_slots_mu_);
+  RegionSlots result_slots_;
   std::vector<ShapeData> shapes_;
   std::vector<double> shape_weights_;
   std::vector<std::string> targets_;  // distinct addresses

@@ -109,10 +109,10 @@ absl::StatusOr<int> RunGemms(GemmClient* client, const RunOptions& options,
     auto place = [&](const std::vector<float>& data,
                      RegionOffset* ref) -> absl::Status {
       if (data.empty()) return absl::OkStatus();
-      absl::StatusOr<uint64_t> at = region->Reserve(4 * data.size());
-      if (!at.ok()) return at.status();
-      *ref = region->At(*at);
-      return region->Write(*at, data.data(), 4 * data.size());
+      absl::StatusOr<RegionOffset> placed =
+          region->Place(data.data(), 4 * data.size());
+      if (placed.ok()) *ref = *placed;
+      return placed.status();
     };
     absl::Status placed = place(operands.a, &args.a_region);
     if (placed.ok()) placed = place(operands.b, &args.b_region);

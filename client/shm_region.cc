@@ -8,11 +8,10 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include "common/host_id.h"
 
 namespace gemm::client {
 
@@ -75,19 +74,12 @@ v1::RegisterRegionRequest SharedMemoryRegion::Describe(
     const std::string& name) const {
   v1::RegisterRegionRequest request;
   request.set_name(name);
-  request.set_host_id(HostId());
+  request.set_host_id(ReadHostId());
   v1::SystemSharedMemory* system = request.mutable_system();
   system->set_key(key_);
   system->set_offset(0);
   system->set_byte_size(size_);
   return request;
-}
-
-std::string HostId() {
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(in, id);
-  return std::string(absl::StripAsciiWhitespace(id));
 }
 
 }  // namespace gemm::client

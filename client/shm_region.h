@@ -61,10 +61,6 @@ class SharedMemoryRegion {
   uint64_t size_ = 0;
 };
 
-// This host's id, as RegisterRegionRequest.host_id takes it
-// (/proc/sys/kernel/random/boot_id); empty when it cannot be read.
-std::string HostId();
-
 }  // namespace gemm::client
 
 #endif  // GEMM_CLIENT_SHM_REGION_H_

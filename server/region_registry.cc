@@ -1,21 +1,13 @@
 #include "server/region_registry.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/host_id.h"
 #include "common/status_macros.h"
-#include "server/mapping_guard.h"
+#include "server/shm_mapping.h"
 #include "server/validation.h"
 #include "spdlog/spdlog.h"
 
@@ -25,20 +17,6 @@ namespace {
 // cudaIpcMemHandle_t's size (CUDA_IPC_HANDLE_SIZE), without CUDA's headers.
 constexpr size_t kIpcHandleBytes = 64;
 
-std::string ErrnoText(int error) { return std::strerror(error); }
-
-// A shm_open name: one leading '/', no other, at most NAME_MAX.
-absl::Status CheckShmKey(const std::string& key) {
-  if (key.size() < 2 || key[0] != '/' ||
-      key.find('/', 1) != std::string::npos || key.size() > 255) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "system.key: ", QuoteClientText(key),
-        " is not a POSIX shared-memory name (one leading '/', no other, "
-        "e.g. \"/gemm-1234\")"));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 struct RegionRegistry::Region {
@@ -47,16 +25,10 @@ struct RegionRegistry::Region {
   std::string name;
   bool cuda_ipc = false;
   uint64_t size = 0;
-  // System regions: the object, and the mapping (page-aligned, holding
-  // [key_offset, key_offset + size) of the object at `host`).
+  // System regions: the object's key, and its mapping.
   std::string key;
-  uint64_t key_offset = 0;
-  void* map_base = nullptr;
-  size_t map_length = 0;
-  char* host = nullptr;
-  bool read_only = false;
+  std::unique_ptr<SharedMemoryMapping> shm;
   bool pinned = false;
-  std::unique_ptr<MappingGuard> guard;
   // CUDA IPC regions.
   IpcMemory ipc;
 
@@ -66,16 +38,14 @@ struct RegionRegistry::Region {
   bool retired = false;
   std::vector<std::function<void()>> on_unmapped;
 
-  bool faulted() const { return guard != nullptr && guard->faulted(); }
+  bool faulted() const { return shm != nullptr && shm->faulted(); }
+  bool read_only() const { return shm != nullptr && shm->read_only(); }
 
   // Unpins, unmaps or closes; idempotent. Called with no hold left.
   void Unmap() {
-    if (pinned) executor->UnpinHostRegion(map_base);
+    if (pinned) executor->UnpinHostRegion(shm->base());
     pinned = false;
-    guard.reset();
-    if (map_base != nullptr) munmap(map_base, map_length);
-    map_base = nullptr;
-    host = nullptr;
+    shm.reset();
     if (ipc.pointer != nullptr) executor->CloseIpcRegion(ipc);
     ipc = IpcMemory();
   }
@@ -102,13 +72,6 @@ class RegionRegistry::HoldImpl : public RegionHold {
   RegionRegistry* const registry_;
   const std::shared_ptr<Region> region_;
 };
-
-std::string RegionRegistry::ReadHostId() {
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(in, id);
-  return std::string(absl::StripAsciiWhitespace(id));
-}
 
 RegionRegistry::RegionRegistry(const Options& options, Executor* executor)
     : options_([&] {
@@ -182,99 +145,14 @@ absl::StatusOr<v1::RegionInfo> RegionRegistry::Register(
   region->owner = owner;
   region->name = req.name();
   if (req.has_system()) {
-    const v1::SystemSharedMemory& system = req.system();
-    RETURN_IF_ERROR(CheckShmKey(system.key()));
-    if (!absl::StartsWith(system.key(), options_.key_prefix)) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "system.key: ", QuoteClientText(system.key()),
-          " does not start with ", QuoteClientText(options_.key_prefix),
-          ": the server opens only shared-memory objects named for it "
-          "(gemm-server --region-key-prefix)"));
-    }
-    if (system.byte_size() == 0) {
-      return absl::InvalidArgumentError("system.byte_size: must be at least 1");
-    }
-    region->key = system.key();
-    region->key_offset = system.offset();
-    region->size = system.byte_size();
-    if (system.offset() % 4 != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("system.offset: ", system.offset(),
-                       " is not a multiple of 4 (operands are float32)"));
-    }
-    // O_NONBLOCK: a FIFO planted under the name must not block the call.
-    int fd = -1;
-    if (system.read_only()) {
-      fd = shm_open(system.key().c_str(), O_RDONLY | O_NONBLOCK, 0);
-      region->read_only = true;
-    } else {
-      fd = shm_open(system.key().c_str(), O_RDWR | O_NONBLOCK, 0);
-    }
-    if (fd < 0 && errno == EACCES && !system.read_only()) {
-      fd = shm_open(system.key().c_str(), O_RDONLY | O_NONBLOCK, 0);
-      region->read_only = fd >= 0;
-    }
-    if (fd < 0) {
-      const int error = errno;
-      const std::string what =
-          absl::StrCat("system.key: the server cannot open ",
-                       QuoteClientText(system.key()), ": ", ErrnoText(error));
-      if (error == ENOENT) {
-        return absl::NotFoundError(absl::StrCat(
-            what,
-            " (no such object on the server's host: a caller on another "
-            "host, or in a container that does not share /dev/shm with the "
-            "server's, cannot share memory with it)"));
-      }
-      if (error == EACCES) {
-        return absl::PermissionDeniedError(absl::StrCat(
-            what, " (its mode must let the server's user read it)"));
-      }
-      return absl::InvalidArgumentError(what);
-    }
-    struct stat st;
-    const bool stated = fstat(fd, &st) == 0;
-    if (!stated || !S_ISREG(st.st_mode)) {
-      close(fd);
-      return absl::InvalidArgumentError(
-          absl::StrCat("system.key: ", QuoteClientText(system.key()),
-                       " is not a shared-memory object (a regular file "
-                       "under /dev/shm)"));
-    }
-    const uint64_t object_bytes = static_cast<uint64_t>(st.st_size);
-    if (system.offset() > object_bytes ||
-        system.byte_size() > object_bytes - system.offset()) {
-      close(fd);
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "system: %d bytes from offset %d pass the end of %s, which has %d "
-          "bytes",
-          system.byte_size(), system.offset(), QuoteClientText(system.key()),
-          object_bytes));
-    }
-    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-    const uint64_t map_offset = system.offset() / page * page;
-    region->map_length = system.offset() - map_offset + system.byte_size();
-    void* base = mmap(nullptr, region->map_length,
-                      PROT_READ | (region->read_only ? 0 : PROT_WRITE),
-                      MAP_SHARED, fd, static_cast<off_t>(map_offset));
-    const int map_error = errno;
-    close(fd);
-    if (base == MAP_FAILED) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "system: the server cannot map ", region->map_length, " bytes of ",
-          QuoteClientText(system.key()), ": ", ErrnoText(map_error)));
-    }
-    region->map_base = base;
-    region->host = static_cast<char*>(base) + (system.offset() - map_offset);
-    region->guard = std::make_unique<MappingGuard>(base, region->map_length);
-    if (!region->guard->guarded()) {
-      return absl::ResourceExhaustedError(
-          "system: the server maps as many regions as it can guard; "
-          "unregister some first");
-    }
+    region->key = req.system().key();
+    region->size = req.system().byte_size();
+    ASSIGN_OR_RETURN(region->shm, SharedMemoryMapping::Map(
+                                      req.system(), options_.key_prefix));
     ASSIGN_OR_RETURN(
         region->pinned,
-        executor_->PinHostRegion(base, region->map_length, region->read_only));
+        executor_->PinHostRegion(region->shm->base(), region->shm->length(),
+                                 region->shm->read_only()));
   } else if (req.has_cuda_ipc()) {
     const v1::CudaIpcMemory& ipc = req.cuda_ipc();
     if (ipc.handle().size() != kIpcHandleBytes) {
@@ -389,7 +267,7 @@ absl::StatusOr<RegionSpan> RegionRegistry::Hold(const std::string& owner,
           std::string(operand), std::string(operand), bytes, ref.offset,
           QuoteClientText(ref.region), region->size));
     }
-    if (write && region->read_only) {
+    if (write && region->read_only()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "params.", operand, "_region: region ", QuoteClientText(ref.region),
           " is read-only to the server (its object's mode does not let the "
@@ -410,7 +288,7 @@ absl::StatusOr<RegionSpan> RegionRegistry::Hold(const std::string& owner,
         static_cast<char*>(region->ipc.pointer) + ref.offset);
     span.ordinal = region->ipc.ordinal;
   } else {
-    span.host = reinterpret_cast<float*>(region->host + ref.offset);
+    span.host = reinterpret_cast<float*>(region->shm->data() + ref.offset);
   }
   span.hold = std::make_shared<HoldImpl>(this, std::move(region));
   return span;
@@ -487,7 +365,7 @@ v1::RegionInfo RegionRegistry::Describe(const Region& region, absl::Time now) {
   info.set_byte_size(region.size);
   info.set_key(region.key);
   info.set_device(region.ipc.device_id);
-  info.set_read_only(region.read_only);
+  info.set_read_only(region.read_only());
   info.set_pinned(region.pinned);
   info.set_jobs(region.holds);
   info.set_idle_s(

@@ -73,8 +73,8 @@ class RegionRegistry {
     std::string key_prefix = "/gemm-";
     // Regions idle this long are unregistered; zero: never. Default 10 min.
     absl::Duration idle_timeout = absl::Minutes(10);
-    // This host's id (/proc/sys/kernel/random/boot_id), compared with a
-    // registration's host_id. Default: read from /proc at construction.
+    // This host's id (common/host_id.h), compared with a registration's
+    // host_id. Default: read at construction.
     std::string host_id;
   };
 
@@ -125,9 +125,6 @@ class RegionRegistry {
   };
   Totals totals() const;
   const Options& options() const { return options_; }
-
-  // This host's boot id, or empty when it cannot be read.
-  static std::string ReadHostId();
 
  private:
   struct Region;
