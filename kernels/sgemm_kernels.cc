@@ -96,6 +96,24 @@ constexpr ChapterKernelEntry kChapterKernels[] = {
      "operand split into a TF32 part and a TF32 residual, three products "
      "accumulated in float32: float32-accurate",
      LaunchSgemm3xTf32, Precision::kFp32Tensor},
+    {"v10",
+     "cp.async pipeline: v6's tiles fed straight into shared memory by "
+     "cp.async, 3 stages of K slices of 16, padded rows (conflict-free "
+     "transposing stores)",
+     LaunchSgemmCpAsync},
+    {"v10-k8", "v10 with K slices of 8 and 4 stages", LaunchSgemmCpAsyncK8},
+    {"v10-4stages", "v10 with 4 stages", LaunchSgemmCpAsync4Stages},
+    {"v10-64x64",
+     "v10 with 64x64 block tiles of 4 warps of 32x32, 4 stages: more blocks "
+     "for mid-sized shapes",
+     LaunchSgemmCpAsyncSmallTiles},
+    {"v10-128x256",
+     "v10 with 128x256 block tiles of 8 warps of 64x64 (128 outputs a "
+     "thread, one block per SM), K slices of 8",
+     LaunchSgemmCpAsyncWideTiles},
+    {"v10-4warps",
+     "v10 with 4 warps of 64x64 (128 outputs a thread) in 128x128 blocks",
+     LaunchSgemmCpAsyncBigWarps},
 };
 
 }  // namespace
