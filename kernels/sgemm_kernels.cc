@@ -114,6 +114,8 @@ constexpr ChapterKernelEntry kChapterKernels[] = {
     {"v10-4warps",
      "v10 with 4 warps of 64x64 (128 outputs a thread) in 128x128 blocks",
      LaunchSgemmCpAsyncBigWarps},
+    {"v10-nopad", "v10-4stages without the row padding (for measuring)",
+     LaunchSgemmCpAsyncUnpadded},
 };
 
 }  // namespace

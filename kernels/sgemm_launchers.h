@@ -58,6 +58,8 @@ cudaError_t LaunchSgemmCpAsyncWideTiles(const SgemmArgs& args,
                                         cudaStream_t stream);  // v10-128x256
 cudaError_t LaunchSgemmCpAsyncBigWarps(const SgemmArgs& args,
                                        cudaStream_t stream);  // v10-4warps
+cudaError_t LaunchSgemmCpAsyncUnpadded(const SgemmArgs& args,
+                                       cudaStream_t stream);  // v10-nopad
 
 // True when v5 (and v6, v7) can use 16-byte global accesses for `args`: every
 // base pointer 16-byte aligned, every leading dimension and batch stride a
