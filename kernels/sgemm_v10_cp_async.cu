@@ -119,39 +119,56 @@ class SliceCopier {
   // first m or n; x_end: m or n; k_end: K.
   __device__ __forceinline__ SliceCopier(const float* x, int64_t ld, int x0,
                                          int x_end, int k_end, int tid)
-      : x_(x), k_end_(k_end) {
+      : k_end_(k_end) {
     int k, xi;
     Place(tid, k, xi);
     dst_ = k * kStride + xi;
     k_ = k;
     room_ = x_end - (x0 + xi);
-    offset_ = kKContiguous ? static_cast<int64_t>(x0 + xi) * ld + k
-                           : static_cast<int64_t>(k) * ld + x0 + xi;
+    // Every copy of this thread whole inside along x: only K can cut one.
+    rows_inside_ = room_ - (kPerThread - 1) * kDeltaX >= (kQuads ? 4 : 1);
+    src_ = kKContiguous ? x + static_cast<int64_t>(x0 + xi) * ld + k
+                        : x + static_cast<int64_t>(k) * ld + x0 + xi;
     next_ = kKContiguous ? kDeltaX * ld + kDeltaK : kDeltaK * ld + kDeltaX;
     step_ = kKContiguous ? kBlockK : kBlockK * ld;
   }
 
-  // Issues the copies of the s-th slice (starting at k0 = s * kBlockK) into
-  // `tile`.
-  __device__ __forceinline__ void Copy(float* tile, int s) const {
-    const int k0 = s * kBlockK;
-    const float* src = x_ + offset_ + s * step_;
+  // Issues the copies of the next slice, which starts at k0, into `tile`,
+  // and moves on to the slice after it. Inside the matrix (every copy of the
+  // thread inside along x and the slice inside K) the copies go whole, with
+  // no checks; otherwise each copies what lies inside and zero-fills the
+  // rest (its source address is then never read past what is inside).
+  __device__ __forceinline__ void CopyNext(float* tile, int k0) {
+    const float* src = src_;
+    if (rows_inside_ && k0 + kBlockK <= k_end_) {
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const bool k_inside = k0 + k_ + i * kDeltaK < k_end_;
-      const int room = room_ - i * kDeltaX;
-      float* dst = tile + dst_ + i * (kDeltaK * kStride + kDeltaX);
-      if (kQuads) {
-        const int bytes = k_inside ? 4 * max(0, min(4, room)) : 0;
-        CopyAsync<16>(dst, bytes > 0 ? src + i * next_ : x_, bytes);
-      } else {
-        const bool inside = k_inside && room > 0;
-        CopyAsync<4>(dst, inside ? src + i * next_ : x_, inside ? 4 : 0);
+      for (int i = 0; i < kPerThread; ++i) {
+        CopyAsync<kQuads ? 16 : 4>(tile + Dst(i), src, kQuads ? 16 : 4);
+        src += next_;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        const bool k_inside = k0 + k_ + i * kDeltaK < k_end_;
+        const int room = room_ - i * kDeltaX;
+        if (kQuads) {
+          CopyAsync<16>(tile + Dst(i), src,
+                        k_inside ? 4 * max(0, min(4, room)) : 0);
+        } else {
+          CopyAsync<4>(tile + Dst(i), src, k_inside && room > 0 ? 4 : 0);
+        }
+        src += next_;
       }
     }
+    src_ += step_;
   }
 
  private:
+  // Copy i's place in a tile.
+  __device__ __forceinline__ int Dst(int i) const {
+    return dst_ + i * (kDeltaK * kStride + kDeltaX);
+  }
+
   __device__ __forceinline__ static void Place(int e, int& k, int& xi) {
     if (kQuads) {
       xi = (e % (kExtent / 4)) * 4;
@@ -166,14 +183,14 @@ class SliceCopier {
     }
   }
 
-  const float* x_;
   int k_end_;
-  int dst_;         // the first copy's place in a tile
-  int k_;           // its k in the slice
-  int room_;        // m or n from its x to the matrix's end
-  int64_t offset_;  // its source in X at the first slice
-  int64_t next_;    // from one copy's source to the next
-  int64_t step_;    // from one slice to the next
+  int dst_;           // the first copy's place in a tile
+  int k_;             // its k in the slice
+  int room_;          // m or n from its x to the matrix's end
+  bool rows_inside_;  // every copy inside along x
+  const float* src_;  // the first copy's source in the next slice
+  int64_t next_;      // from one copy's source to the next
+  int64_t step_;      // from one slice to the next
 };
 
 template <int kBlockM,         // block tile rows (of C)
@@ -221,8 +238,8 @@ __global__ void __launch_bounds__((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32,
             lane_col = warp_col + (lane / kLanesM) * kThreadN;
   const int block_row = blockIdx.y * kBlockM, block_col = blockIdx.x * kBlockN;
   const BatchMember p = detail::SelectBatchMember(args);
-  const CopierA copier_a(p.a, args.lda, block_row, args.m, args.k, tid);
-  const CopierB copier_b(p.b, args.ldb, block_col, args.n, args.k, tid);
+  CopierA copier_a(p.a, args.lda, block_row, args.m, args.k, tid);
+  CopierB copier_b(p.b, args.ldb, block_col, args.n, args.k, tid);
 
   float acc[kIterM][kIterN][kThreadM][kThreadN] = {};
   // Accumulates the outer products of the K slice in `stage` (v6's math).
@@ -263,24 +280,28 @@ __global__ void __launch_bounds__((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32,
   };
 
   const int slices = (args.k + kBlockK - 1) / kBlockK;
-  // Copies slice s into its stage; every thread commits a group per slice,
-  // empty past the last, so that the group count tells which have landed.
-  auto copy_slice = [&](int s) {
+  // Copies slice s (the next one) into `stage`; every thread commits a group
+  // per slice, empty past the last, so that the group count tells which
+  // have landed.
+  auto copy_slice = [&](int s, int stage) {
     if (s < slices) {
-      const int stage = s % kStages;
-      copier_a.Copy(tiles_a + stage * kTileA, s);
-      copier_b.Copy(tiles_b + stage * kTileB, s);
+      copier_a.CopyNext(tiles_a + stage * kTileA, s * kBlockK);
+      copier_b.CopyNext(tiles_b + stage * kTileB, s * kBlockK);
     }
     CommitCopies();
   };
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) copy_slice(s);
+  for (int s = 0; s < kStages - 1; ++s) copy_slice(s, s);
+  // The stage slice s is in, and the one slice s + kStages - 1 goes to.
+  int read_stage = 0, write_stage = kStages - 1;
   for (int s = 0; s < slices; ++s) {
     WaitCopies<kStages - 2>();  // slice s has landed (this thread's part)
     __syncthreads();  // everyone's part of slice s; and slice s - 1, whose
                       // stage the next copy reuses, is multiplied
-    copy_slice(s + kStages - 1);
-    compute(s % kStages);
+    copy_slice(s + kStages - 1, write_stage);
+    compute(read_stage);
+    read_stage = read_stage == kStages - 1 ? 0 : read_stage + 1;
+    write_stage = write_stage == kStages - 1 ? 0 : write_stage + 1;
   }
 
 #pragma unroll
