@@ -309,6 +309,28 @@ TEST_P(SgemmGpuTest, OddShapesEveryTransposeAndBeta) {
   }
 }
 
+// Skinny and deep-K problems: the shapes split-K kernels cut K for (v8,
+// v11), N under 16 (v11's thin tiles), and K ranges that end mid-slice.
+TEST_P(SgemmGpuTest, SkinnyAndDeepK) {
+  const int shapes[][3] = {
+      {13, 9, 4099}, {517, 5, 2000}, {3, 300, 3001}, {70, 70, 2500}};
+  for (const auto& s : shapes) {
+    for (int t = 0; t < 4; ++t) {
+      for (float beta : {-0.75f, 0.f}) {
+        Problem p;
+        p.m = s[0];
+        p.n = s[1];
+        p.k = s[2];
+        p.trans_a = t & 1;
+        p.trans_b = t & 2;
+        p.alpha = 1.25f;
+        p.beta = beta;
+        RunAndCheck(p);
+      }
+    }
+  }
+}
+
 TEST_P(SgemmGpuTest, KZeroScalesC) {
   for (float beta : {0.5f, 0.f}) {
     Problem p;

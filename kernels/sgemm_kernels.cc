@@ -101,21 +101,14 @@ constexpr ChapterKernelEntry kChapterKernels[] = {
      "cp.async, 3 stages of K slices of 16, padded rows (conflict-free "
      "transposing stores)",
      LaunchSgemmCpAsync},
-    {"v10-k8", "v10 with K slices of 8 and 4 stages", LaunchSgemmCpAsyncK8},
-    {"v10-4stages", "v10 with 4 stages", LaunchSgemmCpAsync4Stages},
     {"v10-64x64",
      "v10 with 64x64 block tiles of 4 warps of 32x32, 4 stages: more blocks "
      "for mid-sized shapes",
      LaunchSgemmCpAsyncSmallTiles},
-    {"v10-128x256",
-     "v10 with 128x256 block tiles of 8 warps of 64x64 (128 outputs a "
-     "thread, one block per SM), K slices of 8",
-     LaunchSgemmCpAsyncWideTiles},
-    {"v10-4warps",
-     "v10 with 4 warps of 64x64 (128 outputs a thread) in 128x128 blocks",
-     LaunchSgemmCpAsyncBigWarps},
-    {"v10-nopad", "v10-4stages without the row padding (for measuring)",
-     LaunchSgemmCpAsyncUnpadded},
+    {"v11",
+     "split-K on v10's pipeline, the block tile chosen by shape (128x16 for "
+     "N <= 16, else 64x64): for skinny and deep-K problems",
+     LaunchSgemmPipelinedSplitK},
 };
 
 }  // namespace

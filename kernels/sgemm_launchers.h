@@ -48,18 +48,10 @@ cudaError_t LaunchSgemm3xTf32(const SgemmArgs& args,
                               cudaStream_t stream);  // v9, 3xTF32
 cudaError_t LaunchSgemmCpAsync(const SgemmArgs& args,
                                cudaStream_t stream);  // v10
-cudaError_t LaunchSgemmCpAsyncK8(const SgemmArgs& args,
-                                 cudaStream_t stream);  // v10-k8
-cudaError_t LaunchSgemmCpAsync4Stages(const SgemmArgs& args,
-                                      cudaStream_t stream);  // v10-4stages
 cudaError_t LaunchSgemmCpAsyncSmallTiles(const SgemmArgs& args,
                                          cudaStream_t stream);  // v10-64x64
-cudaError_t LaunchSgemmCpAsyncWideTiles(const SgemmArgs& args,
-                                        cudaStream_t stream);  // v10-128x256
-cudaError_t LaunchSgemmCpAsyncBigWarps(const SgemmArgs& args,
-                                       cudaStream_t stream);  // v10-4warps
-cudaError_t LaunchSgemmCpAsyncUnpadded(const SgemmArgs& args,
-                                       cudaStream_t stream);  // v10-nopad
+cudaError_t LaunchSgemmPipelinedSplitK(const SgemmArgs& args,
+                                       cudaStream_t stream);  // v11
 
 // True when v5 (and v6, v7) can use 16-byte global accesses for `args`: every
 // base pointer 16-byte aligned, every leading dimension and batch stride a

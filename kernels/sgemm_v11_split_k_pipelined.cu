@@ -1,0 +1,169 @@
+// v11, split-K on v10's pipeline, with the block tile chosen by shape. v8
+// showed that cutting K into ranges fills the GPU for skinny problems, but
+// its 64 x 64 tiles, staged through registers, waste most of each tile when
+// N is tiny: 4096 x 16 x 4096 multiplies 64 columns to keep 16. v11 runs
+// v10's cp.async main loop (sgemm_cp_async.cuh) over a block's K range and
+// picks the tile from the shape:
+//
+//   N <= 16: 128 x 16 tiles of 4 warps of 32 x 16, K slices of 32;
+//   else:    64 x 64 tiles of 4 warps of 32 x 32, K slices of 16 (v10-64x64).
+//
+// As in v8, where a problem has too few tiles to give every SM several
+// blocks, its K is cut into `splits` ranges of whole slices (at least
+// kMinSliceK each), the grid's z covers batch members times splits, C is
+// first set to beta * C, and each split adds alpha times its partial
+// product into C with atomics; so the last bits of a split result can
+// differ from run to run (within float32's tolerance). With one split the
+// epilogue is v10's.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/sgemm_common.cuh"
+#include "kernels/sgemm_cp_async.cuh"
+#include "kernels/sgemm_launchers.h"
+
+namespace gemm::kernels {
+namespace {
+
+using detail::BatchMember;
+using detail::CeilDiv;
+using detail::StoreOutputRow4;
+
+template <int kBlockM,         // block tile rows (of C)
+          int kBlockN,         // block tile columns (of C)
+          int kBlockK,         // K slice per pipeline stage
+          int kWarpM,          // warp tile rows
+          int kWarpN,          // warp tile columns
+          int kStages,         // shared-memory stages (slices in flight + 1)
+          bool kTransA,        // A is stored transposed (k x m)
+          bool kTransB,        // B is stored transposed (n x k)
+          bool kVectorAccess>  // 16-byte global accesses allowed
+__global__ void __launch_bounds__((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32)
+    SgemmPipelinedSplitKKernel(SgemmArgs args, int splits, int k_per_split) {
+  using Loop = detail::CpAsyncMainloop<kBlockM, kBlockN, kBlockK, kWarpM,
+                                       kWarpN, kStages, detail::kRowPad,
+                                       kTransA, kTransB, kVectorAccess>;
+  extern __shared__ __align__(16) float tiles[];
+  // blockIdx.z: batch member * splits + split.
+  const int64_t member = blockIdx.z / splits;
+  const int split = blockIdx.z % splits;
+  const BatchMember p{args.a + member * args.stride_a,
+                      args.b + member * args.stride_b,
+                      args.c + member * args.stride_c};
+  const int k_begin = split * k_per_split;
+  const int k_end = min(args.k, k_begin + k_per_split);
+  Loop loop(blockIdx.y * kBlockM, blockIdx.x * kBlockN);
+  loop.Accumulate(args, p, k_begin, k_end, tiles);
+
+#pragma unroll
+  for (int im = 0; im < Loop::kIterM; ++im) {
+#pragma unroll
+    for (int m = 0; m < Loop::kThreadM; ++m) {
+      const int row = loop.block_row + loop.lane_row + im * Loop::kSubM + m;
+      if (row >= args.m) continue;
+#pragma unroll
+      for (int in = 0; in < Loop::kIterN; ++in) {
+        const int col = loop.block_col + loop.lane_col + in * Loop::kSubN;
+        float* c = p.c + static_cast<int64_t>(row) * args.ldc + col;
+        if (splits == 1) {
+          StoreOutputRow4<kVectorAccess>(c, args.n - col, loop.acc[im][in][m],
+                                         args.alpha, args.beta);
+        } else {  // C already holds beta * C
+#pragma unroll
+          for (int n = 0; n < Loop::kThreadN; ++n) {
+            if (col + n < args.n)
+              atomicAdd(c + n, args.alpha * loop.acc[im][in][m][n]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Blocks wanted per SM (of 4 warps each), and the shortest K range a split
+// gets, in slices.
+constexpr int kBlocksPerSm = 4;
+constexpr int kMinSlicesPerSplit = 4;
+
+template <int kBlockM,  // block tile rows
+          int kBlockN,  // block tile columns
+          int kBlockK,  // K slice per stage
+          int kWarpM,   // warp tile rows
+          int kWarpN,   // warp tile columns
+          int kStages>  // shared-memory stages
+cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
+  constexpr int kThreads = (kBlockM / kWarpM) * (kBlockN / kWarpN) * 32;
+  constexpr int kSharedBytes = kStages * kBlockK *
+                               (kBlockM + kBlockN + 2 * detail::kRowPad) *
+                               static_cast<int>(sizeof(float));
+  // How many K ranges: enough blocks for kBlocksPerSm per SM, each range at
+  // least kMinSlicesPerSplit whole slices.
+  int device = 0, sms = 132;
+  if (cudaGetDevice(&device) == cudaSuccess) {
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  }
+  const int64_t tiles = int64_t{CeilDiv(args.m, kBlockM)} *
+                        CeilDiv(args.n, kBlockN) * args.batch_count;
+  const int64_t wanted = CeilDiv(
+      kBlocksPerSm * sms, static_cast<int>(std::min<int64_t>(tiles, 1 << 20)));
+  const int64_t most = std::max(1, args.k / (kMinSlicesPerSplit * kBlockK));
+  // Ranges of whole slices; rounding them up may leave fewer ranges.
+  const int k_per_split =
+      CeilDiv(CeilDiv(std::max(args.k, 1),
+                      static_cast<int>(std::clamp<int64_t>(wanted, 1, most))),
+              kBlockK) *
+      kBlockK;
+  const int splits = CeilDiv(std::max(args.k, 1), k_per_split);
+  const bool vector_access = SgemmVectorAccessAllowed(args);
+  // The grid's z holds members times splits.
+  const int members_per_launch = std::max(1, detail::kMaxGridZ / splits);
+  for (int first = 0; first < args.batch_count; first += members_per_launch) {
+    SgemmArgs chunk = args;
+    chunk.batch_count = std::min(members_per_launch, args.batch_count - first);
+    if (chunk.a != nullptr) chunk.a += first * args.stride_a;
+    if (chunk.b != nullptr) chunk.b += first * args.stride_b;
+    chunk.c += first * args.stride_c;
+    if (splits > 1) detail::ScaleC<><<<264, 256, 0, stream>>>(chunk);
+    const dim3 grid(CeilDiv(chunk.n, kBlockN), CeilDiv(chunk.m, kBlockM),
+                    chunk.batch_count * splits);
+    detail::DispatchTransposes(chunk, [&](auto trans_a, auto trans_b) {
+      constexpr bool kTransA = decltype(trans_a)::value,
+                     kTransB = decltype(trans_b)::value;
+      auto launch = [&](auto kernel) {
+        if (kSharedBytes > 48 * 1024) {
+          const cudaError_t err = cudaFuncSetAttribute(
+              kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+              kSharedBytes);
+          if (err != cudaSuccess) return;  // the launch reports it
+        }
+        kernel<<<grid, kThreads, kSharedBytes, stream>>>(chunk, splits,
+                                                         k_per_split);
+      };
+      if (vector_access) {
+        launch(SgemmPipelinedSplitKKernel<kBlockM, kBlockN, kBlockK, kWarpM,
+                                          kWarpN, kStages, kTransA, kTransB,
+                                          true>);
+      } else {
+        launch(SgemmPipelinedSplitKKernel<kBlockM, kBlockN, kBlockK, kWarpM,
+                                          kWarpN, kStages, kTransA, kTransB,
+                                          false>);
+      }
+    });
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t LaunchSgemmPipelinedSplitK(const SgemmArgs& args,
+                                       cudaStream_t stream) {
+  if (args.m == 0 || args.n == 0) return cudaSuccess;
+  if (args.n <= 16) return Launch<128, 16, 32, 32, 16, 4>(args, stream);
+  return Launch<64, 64, 16, 32, 32, 4>(args, stream);
+}
+
+}  // namespace gemm::kernels
