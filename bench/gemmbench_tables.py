@@ -57,6 +57,9 @@ KEY_CHANGE = {
     "v7-64x64": "v7 with 64x64 block tiles (4 warps): more blocks for mid-sized shapes",
     "v8": "split-K (K ranges in blocks of their own, added into C)",
     "v9": "3xTF32 on Tensor Cores (mma.sync; float32-accurate, fp32-tensor)",
+    "v10": "cp.async pipeline (3 stages, K slices of 16, padded rows)",
+    "v10-64x64": "v10 with 64x64 block tiles (4 warps, 4 stages)",
+    "v11": "split-K on v10's pipeline, tile by shape, deterministic sum",
 }
 
 

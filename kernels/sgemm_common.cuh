@@ -198,22 +198,6 @@ __device__ __forceinline__ void StoreOutputRow4(float* c, int valid,
   }
 }
 
-// C = beta * C over every batch member (0 where beta is 0: C is not read),
-// before the splits of a split-K kernel (v8, v11) add into it. A template
-// only so that each kernel file may instantiate it.
-template <int kUnused = 0>
-__global__ void ScaleC(SgemmArgs args) {
-  const int64_t per_member = static_cast<int64_t>(args.m) * args.n;
-  const int64_t total = per_member * args.batch_count;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t member = i / per_member, within = i % per_member;
-    float* c = args.c + member * args.stride_c + (within / args.n) * args.ldc +
-               within % args.n;
-    *c = args.beta == 0.f ? 0.f : args.beta * *c;
-  }
-}
-
 // Calls launch(std::bool_constant<trans_a>{}, std::bool_constant<trans_b>{}),
 // turning the run-time transposes into template arguments.
 template <typename Launch>

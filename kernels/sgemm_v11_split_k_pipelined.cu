@@ -10,11 +10,15 @@
 //
 // As in v8, where a problem has too few tiles to give every SM several
 // blocks, its K is cut into `splits` ranges of whole slices (at least
-// kMinSliceK each), the grid's z covers batch members times splits, C is
-// first set to beta * C, and each split adds alpha times its partial
-// product into C with atomics; so the last bits of a split result can
-// differ from run to run (within float32's tolerance). With one split the
-// epilogue is v10's.
+// kMinSlicesPerSplit each) and the grid's z covers batch members times
+// splits. Unlike v8, which adds the partial products into C with atomics
+// (in whatever order they arrive), each split stores its partial tile in a
+// workspace, and a second kernel sums the splits of each element in split
+// order and writes alpha * sum + beta * C: the result is the same, bit for
+// bit, on every run. The workspace (splits x m x n floats per batch
+// member; splits are only used when the tiles are few, so it stays a few
+// MB) comes from the stream-ordered allocator (cudaMallocAsync) and goes
+// back after the sum. With one split the epilogue is v10's.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -41,7 +45,8 @@ template <int kBlockM,         // block tile rows (of C)
           bool kTransB,        // B is stored transposed (n x k)
           bool kVectorAccess>  // 16-byte global accesses allowed
 __global__ void __launch_bounds__((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32)
-    SgemmPipelinedSplitKKernel(SgemmArgs args, int splits, int k_per_split) {
+    SgemmPipelinedSplitKKernel(SgemmArgs args, int splits, int k_per_split,
+                               float* partials) {
   using Loop = detail::CpAsyncMainloop<kBlockM, kBlockN, kBlockK, kWarpM,
                                        kWarpN, kStages, detail::kRowPad,
                                        kTransA, kTransB, kVectorAccess>;
@@ -66,19 +71,40 @@ __global__ void __launch_bounds__((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32)
 #pragma unroll
       for (int in = 0; in < Loop::kIterN; ++in) {
         const int col = loop.block_col + loop.lane_col + in * Loop::kSubN;
-        float* c = p.c + static_cast<int64_t>(row) * args.ldc + col;
         if (splits == 1) {
-          StoreOutputRow4<kVectorAccess>(c, args.n - col, loop.acc[im][in][m],
-                                         args.alpha, args.beta);
-        } else {  // C already holds beta * C
+          StoreOutputRow4<kVectorAccess>(
+              p.c + static_cast<int64_t>(row) * args.ldc + col, args.n - col,
+              loop.acc[im][in][m], args.alpha, args.beta);
+        } else {
+          // This split's dense m x n partial tile of this member.
+          float* partial =
+              partials + (member * splits + split) * int64_t{args.m} * args.n +
+              static_cast<int64_t>(row) * args.n + col;
 #pragma unroll
           for (int n = 0; n < Loop::kThreadN; ++n) {
-            if (col + n < args.n)
-              atomicAdd(c + n, args.alpha * loop.acc[im][in][m][n]);
+            if (col + n < args.n) partial[n] = loop.acc[im][in][m][n];
           }
         }
       }
     }
+  }
+}
+
+// C = alpha * (sum of the splits' partials, in split order) + beta * C for
+// every element of every member (C is not read where beta is 0).
+__global__ void SumSplits(SgemmArgs args, int splits, const float* partials) {
+  const int64_t per_member = static_cast<int64_t>(args.m) * args.n;
+  const int64_t total = per_member * args.batch_count;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t member = i / per_member, within = i % per_member;
+    const float* partial = partials + member * splits * per_member + within;
+    float sum = 0.f;
+    for (int s = 0; s < splits; ++s) sum += partial[s * per_member];
+    float* c = args.c + member * args.stride_c + (within / args.n) * args.ldc +
+               within % args.n;
+    *c =
+        args.beta == 0.f ? args.alpha * sum : args.alpha * sum + args.beta * *c;
   }
 }
 
@@ -125,7 +151,15 @@ cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
     if (chunk.a != nullptr) chunk.a += first * args.stride_a;
     if (chunk.b != nullptr) chunk.b += first * args.stride_b;
     chunk.c += first * args.stride_c;
-    if (splits > 1) detail::ScaleC<><<<264, 256, 0, stream>>>(chunk);
+    float* partials = nullptr;
+    if (splits > 1) {
+      const cudaError_t err =
+          cudaMallocAsync(&partials,
+                          sizeof(float) * splits * chunk.batch_count *
+                              int64_t{chunk.m} * chunk.n,
+                          stream);
+      if (err != cudaSuccess) return err;
+    }
     const dim3 grid(CeilDiv(chunk.n, kBlockN), CeilDiv(chunk.m, kBlockM),
                     chunk.batch_count * splits);
     detail::DispatchTransposes(chunk, [&](auto trans_a, auto trans_b) {
@@ -139,7 +173,7 @@ cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
           if (err != cudaSuccess) return;  // the launch reports it
         }
         kernel<<<grid, kThreads, kSharedBytes, stream>>>(chunk, splits,
-                                                         k_per_split);
+                                                         k_per_split, partials);
       };
       if (vector_access) {
         launch(SgemmPipelinedSplitKKernel<kBlockM, kBlockN, kBlockK, kWarpM,
@@ -151,6 +185,10 @@ cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
                                           false>);
       }
     });
+    if (splits > 1) {
+      SumSplits<<<264, 256, 0, stream>>>(chunk, splits, partials);
+      cudaFreeAsync(partials, stream);
+    }
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }

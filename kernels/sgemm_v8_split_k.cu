@@ -217,6 +217,20 @@ __global__ void __launch_bounds__((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32,
   }
 }
 
+// C = beta * C over every batch member (0 where beta is 0: C is not read),
+// before the splits add into it.
+__global__ void ScaleC(SgemmArgs args) {
+  const int64_t per_member = static_cast<int64_t>(args.m) * args.n;
+  const int64_t total = per_member * args.batch_count;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t member = i / per_member, within = i % per_member;
+    float* c = args.c + member * args.stride_c + (within / args.n) * args.ldc +
+               within % args.n;
+    *c = args.beta == 0.f ? 0.f : args.beta * *c;
+  }
+}
+
 constexpr int kBlockM = 64, kBlockN = 64, kBlockK = 8, kWarpM = 32, kWarpN = 32;
 // Aim for two blocks per SM; a split gets at least this much of K.
 constexpr int kMinSplitK = 256;
@@ -253,7 +267,7 @@ cudaError_t LaunchSgemmSplitK(const SgemmArgs& args, cudaStream_t stream) {
     if (chunk.a != nullptr) chunk.a += first * args.stride_a;
     if (chunk.b != nullptr) chunk.b += first * args.stride_b;
     chunk.c += first * args.stride_c;
-    if (splits > 1) detail::ScaleC<><<<264, 256, 0, stream>>>(chunk);
+    if (splits > 1) ScaleC<<<264, 256, 0, stream>>>(chunk);
     const dim3 block((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32);
     const dim3 grid(CeilDiv(chunk.n, kBlockN), CeilDiv(chunk.m, kBlockM),
                     chunk.batch_count * splits);

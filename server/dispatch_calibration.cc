@@ -84,14 +84,14 @@ absl::StatusOr<DispatchPolicy> Measure(CudaDevice& device) {
 }  // namespace
 
 // The project's best own kernels, as tile configurations measured per
-// shape, and cuBLAS: v6 wins on large squares, v7 on mid-sized and odd
-// shapes, v7-64x64 where the 128 x 128 grid is too small for the GPU
-// (docs/kernels.md); v0..v5 never beat them. v8 (split-K) is left out:
-// its split count jumps between the grid's shapes, so the nearest grid
-// point misjudges it off the grid (with it, auto ran 333x555x777 1.27x
-// slower than cuBLAS).
+// shape, and cuBLAS: v10 wins on large and odd shapes, v10-64x64 and
+// v7-64x64 where the 128 x 128 grid is too small for the GPU, v6 and v7 on
+// some mid-sized ones (docs/kernels.md); v0..v5 never beat them. The
+// split-K kernels (v8, v11) are left out: their split count jumps between
+// the grid's shapes, so the nearest grid point misjudges them off the grid
+// (with v8, auto ran 333x555x777 1.27x slower than cuBLAS).
 std::vector<std::string> AutoCandidates() {
-  return {"v6", "v7", "v7-64x64", "cublas"};
+  return {"v6", "v7", "v7-64x64", "v10", "v10-64x64", "cublas"};
 }
 
 absl::StatusOr<DispatchPolicy> CalibrateDispatch(
