@@ -335,9 +335,10 @@ TEST_P(SgemmGpuTest, SkinnyAndDeepK) {
 
 // The same inputs give the same bits on every run, including the split-K
 // shapes (v11 sums its splits in a fixed order). v8 is the exception: it
-// adds its splits into C with atomics, in the order they arrive.
+// adds its splits into C with atomics, in the order they arrive, so its
+// runs need only agree to float32's rounding.
 TEST_P(SgemmGpuTest, SameBitsOnEveryRun) {
-  if (GetParam() == "v8") GTEST_SKIP() << "v8 adds splits with atomics";
+  const bool bitwise = GetParam() != "v8";
   for (const auto& s :
        {std::array<int, 3>{517, 5, 2000}, std::array<int, 3>{70, 70, 2500},
         std::array<int, 3>{16, 1000, 3000}}) {
@@ -381,11 +382,19 @@ TEST_P(SgemmGpuTest, SameBitsOnEveryRun) {
                 cudaSuccess);
       if (run == 0) {
         first = out;
-      } else {
+      } else if (bitwise) {
         EXPECT_EQ(
             std::memcmp(first.data(), out.data(), out.size() * sizeof(float)),
             0)
             << "run " << run << " differs from the first";
+      } else {
+        double diff2 = 0, ref2 = 0;
+        for (size_t i = 0; i < out.size(); ++i) {
+          const double d = double{out[i]} - first[i];
+          diff2 += d * d;
+          ref2 += double{first[i]} * first[i];
+        }
+        EXPECT_LE(std::sqrt(diff2 / ref2), 1e-6) << "run " << run;
       }
     }
   }

@@ -17,12 +17,16 @@
 // order and writes alpha * sum + beta * C: the result is the same, bit for
 // bit, on every run. The workspace (splits x m x n floats per batch
 // member; splits are only used when the tiles are few, so it stays a few
-// MB) comes from the stream-ordered allocator (cudaMallocAsync) and goes
-// back after the sum. With one split the epilogue is v10's.
+// MB) comes from a stream-ordered memory pool of v11's own on each device
+// (cudaMallocFromPoolAsync), which keeps up to kWorkspaceKeptBytes reserved
+// between launches, and goes back to it after the sum. With one split the
+// epilogue is v10's.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
 
 #include "kernels/sgemm_common.cuh"
 #include "kernels/sgemm_cp_async.cuh"
@@ -108,6 +112,33 @@ __global__ void SumSplits(SgemmArgs args, int splits, const float* partials) {
   }
 }
 
+// Bytes of workspace a device's pool keeps between launches. The device's
+// default pool would hand its memory back at every synchronization, and
+// mapping it again takes longer than a skinny product.
+constexpr uint64_t kWorkspaceKeptBytes = uint64_t{64} << 20;
+
+// v11's workspace pool on `device`, made at its first use.
+cudaError_t WorkspacePool(int device, cudaMemPool_t* pool) {
+  static std::mutex mu;
+  static std::map<int, cudaMemPool_t> pools;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = pools.find(device); it != pools.end()) {
+    *pool = it->second;
+    return cudaSuccess;
+  }
+  cudaMemPoolProps props = {};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  cudaError_t err = cudaMemPoolCreate(pool, &props);
+  if (err != cudaSuccess) return err;
+  uint64_t kept = kWorkspaceKeptBytes;
+  err = cudaMemPoolSetAttribute(*pool, cudaMemPoolAttrReleaseThreshold, &kept);
+  if (err != cudaSuccess) return err;
+  pools[device] = *pool;
+  return cudaSuccess;
+}
+
 // Blocks wanted per SM (of 4 warps each), and the shortest K range a split
 // gets, in slices.
 constexpr int kBlocksPerSm = 4;
@@ -153,11 +184,13 @@ cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
     chunk.c += first * args.stride_c;
     float* partials = nullptr;
     if (splits > 1) {
-      const cudaError_t err =
-          cudaMallocAsync(&partials,
-                          sizeof(float) * splits * chunk.batch_count *
-                              int64_t{chunk.m} * chunk.n,
-                          stream);
+      cudaMemPool_t pool;
+      cudaError_t err = WorkspacePool(device, &pool);
+      if (err != cudaSuccess) return err;
+      err = cudaMallocFromPoolAsync(reinterpret_cast<void**>(&partials),
+                                    sizeof(float) * splits * chunk.batch_count *
+                                        int64_t{chunk.m} * chunk.n,
+                                    pool, stream);
       if (err != cudaSuccess) return err;
     }
     const dim3 grid(CeilDiv(chunk.n, kBlockN), CeilDiv(chunk.m, kBlockM),
