@@ -286,51 +286,46 @@ class SgemmGpuTest : public ::testing::TestWithParam<std::string> {
     EXPECT_EQ(touched, 0) << "elements outside C's members were written";
   }
 
+  // Each m x n x k shape with all four transpose pairs, and with beta -0.75
+  // and beta 0 (C poisoned with NaN).
+  void RunEveryTransposeAndBeta(const std::vector<std::array<int, 3>>& shapes) {
+    for (const auto& s : shapes) {
+      for (int t = 0; t < 4; ++t) {
+        for (float beta : {-0.75f, 0.f}) {
+          Problem p;
+          p.m = s[0];
+          p.n = s[1];
+          p.k = s[2];
+          p.trans_a = t & 1;
+          p.trans_b = t & 2;
+          p.alpha = beta == 0.f ? 0.5f : 1.5f;
+          p.beta = beta;
+          RunAndCheck(p);
+        }
+      }
+    }
+  }
+
   const SgemmKernel* kernel_ = nullptr;
   cudaStream_t stream_ = nullptr;
 };
 
 TEST_P(SgemmGpuTest, OddShapesEveryTransposeAndBeta) {
-  const int shapes[][3] = {{1, 1, 1},      {2, 3, 5},      {7, 11, 13},
-                           {31, 33, 17},   {67, 129, 131}, {130, 127, 9},
-                           {257, 131, 33}, {129, 257, 8}};
-  for (const auto& s : shapes) {
-    for (int t = 0; t < 4; ++t) {
-      for (float beta : {-0.75f, 0.f}) {
-        Problem p;
-        p.m = s[0];
-        p.n = s[1];
-        p.k = s[2];
-        p.trans_a = t & 1;
-        p.trans_b = t & 2;
-        p.alpha = beta == 0.f ? 0.5f : 1.5f;
-        p.beta = beta;
-        RunAndCheck(p);
-      }
-    }
-  }
+  RunEveryTransposeAndBeta({{1, 1, 1},
+                            {2, 3, 5},
+                            {7, 11, 13},
+                            {31, 33, 17},
+                            {67, 129, 131},
+                            {130, 127, 9},
+                            {257, 131, 33},
+                            {129, 257, 8}});
 }
 
 // Skinny and deep-K problems: the shapes split-K kernels cut K for (v8,
 // v11), N under 16 (v11's thin tiles), and K ranges that end mid-slice.
 TEST_P(SgemmGpuTest, SkinnyAndDeepK) {
-  const int shapes[][3] = {
-      {13, 9, 4099}, {517, 5, 2000}, {3, 300, 3001}, {70, 70, 2500}};
-  for (const auto& s : shapes) {
-    for (int t = 0; t < 4; ++t) {
-      for (float beta : {-0.75f, 0.f}) {
-        Problem p;
-        p.m = s[0];
-        p.n = s[1];
-        p.k = s[2];
-        p.trans_a = t & 1;
-        p.trans_b = t & 2;
-        p.alpha = 1.25f;
-        p.beta = beta;
-        RunAndCheck(p);
-      }
-    }
-  }
+  RunEveryTransposeAndBeta(
+      {{13, 9, 4099}, {517, 5, 2000}, {3, 300, 3001}, {70, 70, 2500}});
 }
 
 // The same inputs give the same bits on every run, including the split-K
