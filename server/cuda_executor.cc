@@ -118,7 +118,8 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
   }
   std::unique_ptr<CudaExecutor> executor(new CudaExecutor(options));
   executor->pinned_ = std::make_unique<PinnedHostPool>(
-      options.pinned_cache_bytes, options.max_pinned_block_bytes);
+      options.pinned_cache_bytes, options.max_pinned_block_bytes,
+      options.pinned_total_bytes);
   for (int ordinal : ordinals) {
     ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device,
                      CudaDevice::Create(ordinal, options));

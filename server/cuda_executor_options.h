@@ -27,6 +27,11 @@ struct CudaExecutorOptions {
   // Pinned host memory kept for reuse once jobs end; blocks beyond it go
   // back to the driver. Default 4 GiB.
   uint64_t pinned_cache_bytes = uint64_t{4} << 30;
+  // Most pinned host memory held at once, by jobs and cached together
+  // (pinned_host_pool.h); 0 (the default): no limit. gemm-server sets it to
+  // --max-inflight-bytes, which the jobs' host blocks count against, so
+  // that the cache never holds memory past the budget.
+  uint64_t pinned_total_bytes = 0;
   // Largest operand block pinned; larger ones stay pageable (slower to
   // copy, about 6 against 55 GB/s), since pinning one stalls every other
   // job meanwhile (pinned_host_pool.h). Default 512 MiB (an 11585^2

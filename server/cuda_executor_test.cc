@@ -350,6 +350,40 @@ TEST_F(CudaExecutorTest, PinnedBlocksOverTheCapStayPageable) {
   pool.Free(small, 1 << 20);
 }
 
+// The pinned bytes held at once, in use and cached, stay under the total
+// limit: a freed block is cached only under it, and a new block of another
+// size evicts cached ones first.
+TEST_F(CudaExecutorTest, PinnedCacheStaysUnderTheTotalLimit) {
+  constexpr uint64_t kMiB = 1 << 20;
+  PinnedHostPool pool(/*cache_limit=*/64 * kMiB, /*max_block_bytes=*/0,
+                      /*total_limit=*/4 * kMiB);
+  void* a = pool.Allocate(2 * kMiB);
+  void* b = pool.Allocate(2 * kMiB);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  pool.Free(a, 2 * kMiB);
+  EXPECT_EQ(pool.cached(), 2 * kMiB) << "2 in use + 2 cached fit under 4";
+  void* c = pool.Allocate(1 * kMiB);  // 2 + 2 + 1 > 4: the cached 2 go
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(pool.cached(), 0u);
+  EXPECT_EQ(pool.in_use(), 3 * kMiB);
+  void* d = pool.Allocate(1 * kMiB);  // 4 in use, nothing cached
+  ASSERT_NE(d, nullptr);
+  pool.Free(b, 2 * kMiB);  // 2 in use: cached
+  EXPECT_EQ(pool.cached(), 2 * kMiB);
+  pool.Free(c, 1 * kMiB);
+  pool.Free(d, 1 * kMiB);
+  EXPECT_EQ(pool.cached(), 4 * kMiB);
+  EXPECT_EQ(pool.in_use(), 0u);
+  // 0 + 4 + 3 > 4: the cached 2 MiB go, then one cached 1 MiB block.
+  void* e = pool.Allocate(3 * kMiB);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(pool.cached(), 1 * kMiB);
+  EXPECT_EQ(pool.in_use(), 3 * kMiB);
+  pool.Free(e, 3 * kMiB);
+  EXPECT_EQ(pool.cached(), 4 * kMiB);
+}
+
 TEST_F(CudaExecutorTest, CancelledJobsDoNotRun) {
   std::vector<TestJob> jobs;
   jobs.push_back(MakeJob(executor_->host_allocator(), Shape(32, 32, 32), "v5",

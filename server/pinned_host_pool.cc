@@ -10,6 +10,7 @@ namespace gemm::server {
 void* PinnedHostPool::Allocate(uint64_t bytes) {
   const uint64_t size = SizeClass(bytes);
   if (max_block_bytes_ > 0 && size > max_block_bytes_) return nullptr;
+  std::vector<void*> evicted;
   {
     absl::MutexLock lock(&mu_);
     auto it = free_.find(size);
@@ -20,7 +21,9 @@ void* PinnedHostPool::Allocate(uint64_t bytes) {
       in_use_ += size;
       return block;
     }
+    evicted = EvictForTotalLimit(size);
   }
+  for (void* old : evicted) cudaFreeHost(old);
   void* block = nullptr;
   if (cudaHostAlloc(&block, size, cudaHostAllocPortable) != cudaSuccess) {
     cudaGetLastError();
@@ -44,13 +47,30 @@ void PinnedHostPool::Free(void* block, uint64_t bytes) {
   {
     absl::MutexLock lock(&mu_);
     in_use_ -= size;
-    if (cached_ + size <= cache_limit_) {
+    const bool under_total =
+        total_limit_ == 0 || in_use_ + cached_ + size <= total_limit_;
+    if (cached_ + size <= cache_limit_ && under_total) {
       free_[size].push_back(block);
       cached_ += size;
       return;
     }
   }
   cudaFreeHost(block);
+}
+
+std::vector<void*> PinnedHostPool::EvictForTotalLimit(uint64_t incoming) {
+  std::vector<void*> evicted;
+  if (total_limit_ == 0) return evicted;
+  for (auto it = free_.rbegin();
+       it != free_.rend() && in_use_ + cached_ + incoming > total_limit_;
+       ++it) {
+    while (!it->second.empty() && in_use_ + cached_ + incoming > total_limit_) {
+      evicted.push_back(it->second.back());
+      it->second.pop_back();
+      cached_ -= it->first;
+    }
+  }
+  return evicted;
 }
 
 uint64_t PinnedHostPool::in_use() const {

@@ -6,7 +6,7 @@
 //
 // Thread-safety: thread-safe.
 //
-//   PinnedHostPool pool(/*cache_limit=*/uint64_t{4} << 30);
+//   PinnedHostPool pool(/*cache_limit=*/uint64_t{4} << 30);  // no total limit
 //   void* block = pool.Allocate(bytes);  // nullptr: use the heap
 //   pool.Free(block, bytes);             // cached while under the limit
 #ifndef GEMM_SERVER_PINNED_HOST_POOL_H_
@@ -28,9 +28,18 @@ class PinnedHostPool final : public HostAllocator {
   // larger than `max_block_bytes` (0: no limit) is not pinned at all
   // (Allocate returns nullptr): pinning and unpinning one holds the CUDA
   // driver, and so every other job's copies and launches, for as long as
-  // the pages take (about 0.7 s for 2 GiB on the H200 host).
-  explicit PinnedHostPool(uint64_t cache_limit, uint64_t max_block_bytes = 0)
-      : cache_limit_(cache_limit), max_block_bytes_(max_block_bytes) {}
+  // the pages take (about 0.7 s for 2 GiB on the H200 host). `total_limit`
+  // (0: none) bounds the pinned bytes held at once, in use and cached
+  // together: a freed block is cached only while the total stays under it,
+  // and a new block first releases cached ones of other sizes to stay
+  // under it. (Blocks in use are not refused: their bytes are the jobs',
+  // bounded by the service's in-flight budget, which gemm-server passes
+  // here, so that the cache never adds to what the budget allows.)
+  explicit PinnedHostPool(uint64_t cache_limit, uint64_t max_block_bytes = 0,
+                          uint64_t total_limit = 0)
+      : cache_limit_(cache_limit),
+        max_block_bytes_(max_block_bytes),
+        total_limit_(total_limit) {}
   ~PinnedHostPool() override { Trim(); }
 
   void* Allocate(uint64_t bytes) override;
@@ -44,8 +53,15 @@ class PinnedHostPool final : public HostAllocator {
   uint64_t cache_limit() const { return cache_limit_; }
 
  private:
+  // Removes cached blocks, largest size first, until in_use_ + cached_ +
+  // `incoming` fits under total_limit_ or nothing is cached; returns them
+  // for freeing outside the lock.
+  std::vector<void*> EvictForTotalLimit(uint64_t incoming)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const uint64_t cache_limit_;
   const uint64_t max_block_bytes_;
+  const uint64_t total_limit_;
   mutable absl::Mutex mu_;
   std::map<uint64_t, std::vector<void*>> free_ ABSL_GUARDED_BY(mu_);
   uint64_t cached_ ABSL_GUARDED_BY(mu_) = 0;

@@ -322,6 +322,9 @@ int RunServerMain(int argc, char** argv,
       : regions == "any" ? RegionRegistry::Registrants::kAny
                          : RegionRegistry::Registrants::kLocal;
   options.limits.check_min_flops = check_min_gflop * 1e9;
+  // Jobs' pinned blocks count against the in-flight budget; the pinned
+  // cache keeps freed ones only within it.
+  options.cuda.pinned_total_bytes = options.limits.max_inflight_bytes;
   // Never below the largest job's claim (JobIntake raises it).
   options.limits.max_client_inflight_bytes =
       client_inflight_share >= 1.0
