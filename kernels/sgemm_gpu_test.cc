@@ -323,9 +323,30 @@ TEST_P(SgemmGpuTest, OddShapesEveryTransposeAndBeta) {
 
 // Skinny and deep-K problems: the shapes split-K kernels cut K for (v8,
 // v11), N under 16 (v11's thin tiles), and K ranges that end mid-slice.
+// 517x12x2000 and 300x16x4096 keep every leading dimension a multiple of
+// 4 (16-byte copies, a partial quad at n = 12 in v11's 16-wide tiles).
 TEST_P(SgemmGpuTest, SkinnyAndDeepK) {
-  RunEveryTransposeAndBeta(
-      {{13, 9, 4099}, {517, 5, 2000}, {3, 300, 3001}, {70, 70, 2500}});
+  RunEveryTransposeAndBeta({{13, 9, 4099},
+                            {517, 5, 2000},
+                            {3, 300, 3001},
+                            {70, 70, 2500},
+                            {517, 12, 2000},
+                            {300, 16, 4096}});
+}
+
+// Split K over several batch members: each member's splits and sum.
+TEST_P(SgemmGpuTest, SkinnyBatched) {
+  for (int t = 0; t < 4; ++t) {
+    Problem p;
+    p.m = 70;
+    p.n = 68;
+    p.k = 2500;
+    p.trans_a = t & 1;
+    p.trans_b = t & 2;
+    p.batch_count = 3;
+    p.gap = 4;
+    RunAndCheck(p);
+  }
 }
 
 // The same inputs give the same bits on every run, including the split-K

@@ -16,11 +16,11 @@
 // workspace, and a second kernel sums the splits of each element in split
 // order and writes alpha * sum + beta * C: the result is the same, bit for
 // bit, on every run. The workspace (splits x m x n floats per batch
-// member; splits are only used when the tiles are few, so it stays a few
-// MB) comes from a stream-ordered memory pool of v11's own on each device
-// (cudaMallocFromPoolAsync), which keeps up to kWorkspaceKeptBytes reserved
-// between launches, and goes back to it after the sum. With one split the
-// epilogue is v10's.
+// member; splits are only used when the tiles are few, so it stays under
+// about 17 MB) comes from a stream-ordered memory pool of v11's own on each
+// device (cudaMallocFromPoolAsync), which keeps up to kWorkspaceKeptBytes
+// reserved between launches, and goes back to it after the sum. With one split
+// the epilogue is v10's.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -61,10 +61,12 @@ __global__ void __launch_bounds__((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32)
   const BatchMember p{args.a + member * args.stride_a,
                       args.b + member * args.stride_b,
                       args.c + member * args.stride_c};
-  const int k_begin = split * k_per_split;
-  const int k_end = min(args.k, k_begin + k_per_split);
+  // In int64: near K = 2^31 a split's end passes int's range.
+  const int64_t k_begin = int64_t{split} * k_per_split;
+  const int k_end =
+      static_cast<int>(min(int64_t{args.k}, k_begin + k_per_split));
   Loop loop(blockIdx.y * kBlockM, blockIdx.x * kBlockN);
-  loop.Accumulate(args, p, k_begin, k_end, tiles);
+  loop.Accumulate(args, p, static_cast<int>(k_begin), k_end, tiles);
 
 #pragma unroll
   for (int im = 0; im < Loop::kIterM; ++im) {
@@ -134,13 +136,17 @@ cudaError_t WorkspacePool(int device, cudaMemPool_t* pool) {
   if (err != cudaSuccess) return err;
   uint64_t kept = kWorkspaceKeptBytes;
   err = cudaMemPoolSetAttribute(*pool, cudaMemPoolAttrReleaseThreshold, &kept);
-  if (err != cudaSuccess) return err;
+  if (err != cudaSuccess) {
+    cudaMemPoolDestroy(*pool);
+    return err;
+  }
   pools[device] = *pool;
   return cudaSuccess;
 }
 
-// Blocks wanted per SM (of 4 warps each), and the shortest K range a split
-// gets, in slices.
+// Blocks wanted per SM, and the shortest K range a split gets, in slices.
+// (64 x 64 tiles fit 4 blocks on an H200 SM at once; the thin tiles' 76 KB
+// of shared memory fit 2, so for them this is two waves.)
 constexpr int kBlocksPerSm = 4;
 constexpr int kMinSlicesPerSplit = 4;
 
@@ -195,18 +201,20 @@ cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
     }
     const dim3 grid(CeilDiv(chunk.n, kBlockN), CeilDiv(chunk.m, kBlockM),
                     chunk.batch_count * splits);
+    cudaError_t launched = cudaSuccess;
     detail::DispatchTransposes(chunk, [&](auto trans_a, auto trans_b) {
       constexpr bool kTransA = decltype(trans_a)::value,
                      kTransB = decltype(trans_b)::value;
       auto launch = [&](auto kernel) {
         if (kSharedBytes > 48 * 1024) {
-          const cudaError_t err = cudaFuncSetAttribute(
+          launched = cudaFuncSetAttribute(
               kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
               kSharedBytes);
-          if (err != cudaSuccess) return;  // the launch reports it
+          if (launched != cudaSuccess) return;
         }
         kernel<<<grid, kThreads, kSharedBytes, stream>>>(chunk, splits,
                                                          k_per_split, partials);
+        launched = cudaGetLastError();
       };
       if (vector_access) {
         launch(SgemmPipelinedSplitKKernel<kBlockM, kBlockN, kBlockK, kWarpM,
@@ -218,12 +226,16 @@ cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
                                           false>);
       }
     });
-    if (splits > 1) {
+    // Without the partials there is nothing to sum: C is left as it was.
+    if (splits > 1 && launched == cudaSuccess) {
       SumSplits<<<264, 256, 0, stream>>>(chunk, splits, partials);
-      cudaFreeAsync(partials, stream);
+      launched = cudaGetLastError();
     }
-    const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
+    if (partials != nullptr) {
+      const cudaError_t freed = cudaFreeAsync(partials, stream);
+      if (launched == cudaSuccess) launched = freed;
+    }
+    if (launched != cudaSuccess) return launched;
   }
   return cudaSuccess;
 }
@@ -234,6 +246,22 @@ cudaError_t LaunchSgemmPipelinedSplitK(const SgemmArgs& args,
                                        cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return cudaSuccess;
   if (args.n <= 16) return Launch<128, 16, 32, 32, 16, 4>(args, stream);
+  return Launch<64, 64, 16, 32, 32, 4>(args, stream);
+}
+
+// Thin-tile variants, for one sweep on the H200: 3 stages; 64 x 16 tiles
+// of 2 warps with K slices of 16.
+cudaError_t LaunchSgemmPipelinedSplitKThin3(const SgemmArgs& args,
+                                            cudaStream_t stream) {
+  if (args.m == 0 || args.n == 0) return cudaSuccess;
+  if (args.n <= 16) return Launch<128, 16, 32, 32, 16, 3>(args, stream);
+  return Launch<64, 64, 16, 32, 32, 4>(args, stream);
+}
+
+cudaError_t LaunchSgemmPipelinedSplitKThin64(const SgemmArgs& args,
+                                             cudaStream_t stream) {
+  if (args.m == 0 || args.n == 0) return cudaSuccess;
+  if (args.n <= 16) return Launch<64, 16, 16, 32, 16, 4>(args, stream);
   return Launch<64, 64, 16, 32, 32, 4>(args, stream);
 }
 

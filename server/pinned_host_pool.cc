@@ -22,6 +22,9 @@ void* PinnedHostPool::Allocate(uint64_t bytes) {
       return block;
     }
     evicted = EvictForTotalLimit(size);
+    // Counted before the allocation, so that concurrent allocations and
+    // frees see it when they check the total limit.
+    in_use_ += size;
   }
   for (void* old : evicted) cudaFreeHost(old);
   void* block = nullptr;
@@ -34,11 +37,11 @@ void* PinnedHostPool::Allocate(uint64_t bytes) {
           "pinned pool: cudaHostAlloc of {} bytes failed; the job "
           "uses pageable memory",
           size);
+      absl::MutexLock lock(&mu_);
+      in_use_ -= size;
       return nullptr;
     }
   }
-  absl::MutexLock lock(&mu_);
-  in_use_ += size;
   return block;
 }
 
@@ -60,7 +63,9 @@ void PinnedHostPool::Free(void* block, uint64_t bytes) {
 
 std::vector<void*> PinnedHostPool::EvictForTotalLimit(uint64_t incoming) {
   std::vector<void*> evicted;
-  if (total_limit_ == 0) return evicted;
+  // Blocks in use alone past the limit: evicting cannot bring the total
+  // under it, and would only stall the driver at the busiest moment.
+  if (total_limit_ == 0 || in_use_ + incoming > total_limit_) return evicted;
   for (auto it = free_.rbegin();
        it != free_.rend() && in_use_ + cached_ + incoming > total_limit_;
        ++it) {

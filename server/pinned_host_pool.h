@@ -32,9 +32,11 @@ class PinnedHostPool final : public HostAllocator {
   // (0: none) bounds the pinned bytes held at once, in use and cached
   // together: a freed block is cached only while the total stays under it,
   // and a new block first releases cached ones of other sizes to stay
-  // under it. (Blocks in use are not refused: their bytes are the jobs',
+  // under it. Blocks in use are not refused: their bytes are the jobs',
   // bounded by the service's in-flight budget, which gemm-server passes
-  // here, so that the cache never adds to what the budget allows.)
+  // here, so that the cache does not add to what the budget allows. The
+  // bound is approximate: blocks are size classes, up to a quarter larger
+  // than the bytes the budget counts.
   explicit PinnedHostPool(uint64_t cache_limit, uint64_t max_block_bytes = 0,
                           uint64_t total_limit = 0)
       : cache_limit_(cache_limit),
@@ -54,8 +56,8 @@ class PinnedHostPool final : public HostAllocator {
 
  private:
   // Removes cached blocks, largest size first, until in_use_ + cached_ +
-  // `incoming` fits under total_limit_ or nothing is cached; returns them
-  // for freeing outside the lock.
+  // `incoming` fits under total_limit_ (none when in_use_ + `incoming`
+  // alone does not fit); returns them for freeing outside the lock.
   std::vector<void*> EvictForTotalLimit(uint64_t incoming)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

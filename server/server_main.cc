@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include "common/process_tuning.h"
 #include "common/version.h"
 #include "server/gemm_server.h"
+#include "server/validation.h"
 #include "spdlog/spdlog.h"
 
 namespace gemm::server {
@@ -324,7 +326,9 @@ int RunServerMain(int argc, char** argv,
   options.limits.check_min_flops = check_min_gflop * 1e9;
   // Jobs' pinned blocks count against the in-flight budget; the pinned
   // cache keeps freed ones only within it.
-  options.cuda.pinned_total_bytes = options.limits.max_inflight_bytes;
+  // (JobIntake raises the budget to the largest job's claim; so does this.)
+  options.cuda.pinned_total_bytes = std::max(
+      options.limits.max_inflight_bytes, LargestJobClaimBytes(options.limits));
   // Never below the largest job's claim (JobIntake raises it).
   options.limits.max_client_inflight_bytes =
       client_inflight_share >= 1.0
