@@ -109,10 +109,6 @@ constexpr ChapterKernelEntry kChapterKernels[] = {
      "split-K on v10's pipeline, the block tile chosen by shape (128x16 for "
      "N <= 16, else 64x64): for skinny and deep-K problems",
      LaunchSgemmPipelinedSplitK},
-    {"v11-thin3", "v11 with 3 stages in its thin tiles (for measuring)",
-     LaunchSgemmPipelinedSplitKThin3},
-    {"v11-thin64", "v11 with 64x16 thin tiles of 2 warps (for measuring)",
-     LaunchSgemmPipelinedSplitKThin64},
 };
 
 }  // namespace

@@ -52,10 +52,6 @@ cudaError_t LaunchSgemmCpAsyncSmallTiles(const SgemmArgs& args,
                                          cudaStream_t stream);  // v10-64x64
 cudaError_t LaunchSgemmPipelinedSplitK(const SgemmArgs& args,
                                        cudaStream_t stream);  // v11
-cudaError_t LaunchSgemmPipelinedSplitKThin3(const SgemmArgs& args,
-                                            cudaStream_t stream);
-cudaError_t LaunchSgemmPipelinedSplitKThin64(const SgemmArgs& args,
-                                             cudaStream_t stream);
 
 // True when v5 (and v6, v7) can use 16-byte global accesses for `args`: every
 // base pointer 16-byte aligned, every leading dimension and batch stride a

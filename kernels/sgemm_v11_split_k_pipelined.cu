@@ -249,20 +249,4 @@ cudaError_t LaunchSgemmPipelinedSplitK(const SgemmArgs& args,
   return Launch<64, 64, 16, 32, 32, 4>(args, stream);
 }
 
-// Thin-tile variants, for one sweep on the H200: 3 stages; 64 x 16 tiles
-// of 2 warps with K slices of 16.
-cudaError_t LaunchSgemmPipelinedSplitKThin3(const SgemmArgs& args,
-                                            cudaStream_t stream) {
-  if (args.m == 0 || args.n == 0) return cudaSuccess;
-  if (args.n <= 16) return Launch<128, 16, 32, 32, 16, 3>(args, stream);
-  return Launch<64, 64, 16, 32, 32, 4>(args, stream);
-}
-
-cudaError_t LaunchSgemmPipelinedSplitKThin64(const SgemmArgs& args,
-                                             cudaStream_t stream) {
-  if (args.m == 0 || args.n == 0) return cudaSuccess;
-  if (args.n <= 16) return Launch<64, 16, 16, 32, 16, 4>(args, stream);
-  return Launch<64, 64, 16, 32, 32, 4>(args, stream);
-}
-
 }  // namespace gemm::kernels
