@@ -358,7 +358,8 @@ ABFT_COST_CASES = [
     for n, count in ((128, 2000), (1024, 300), (4096, 40))
     for kernel in ("cublas", "v6")
 ]
-ABFT_SOAK_KERNELS = ["auto", "cublas", "v6", "v7", "v7-64x64", "v8", "v5", "v4"]
+ABFT_SOAK_KERNELS = ["auto", "cublas", "v6", "v7", "v7-64x64", "v8", "v5", "v4", "v10",
+                     "v10-64x64", "v11"]
 
 
 def abft_soak_shapes(seed=17, count=48):
