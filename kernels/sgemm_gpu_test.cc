@@ -324,7 +324,8 @@ TEST_P(SgemmGpuTest, OddShapesEveryTransposeAndBeta) {
 // Skinny and deep-K problems: the shapes split-K kernels cut K for (v8,
 // v11), N under 16 (v11's thin tiles), and K ranges that end mid-slice.
 // 517x12x2000 and 300x16x4096 keep every leading dimension a multiple of
-// 4 (16-byte copies, a partial quad at n = 12 in v11's 16-wide tiles).
+// 4 (16-byte copies; at n = 12 the last quad of v11's 16-wide tiles lies
+// wholly past N and is zero-filled).
 TEST_P(SgemmGpuTest, SkinnyAndDeepK) {
   RunEveryTransposeAndBeta({{13, 9, 4099},
                             {517, 5, 2000},
