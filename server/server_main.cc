@@ -326,9 +326,7 @@ int RunServerMain(int argc, char** argv,
   options.limits.check_min_flops = check_min_gflop * 1e9;
   // Jobs' pinned blocks count against the in-flight budget; the pinned
   // cache keeps freed ones only within it.
-  // (JobIntake raises the budget to the largest job's claim; so does this.)
-  options.cuda.pinned_total_bytes = std::max(
-      options.limits.max_inflight_bytes, LargestJobClaimBytes(options.limits));
+  options.cuda.pinned_total_bytes = InflightBudgetBytes(options.limits);
   // Never below the largest job's claim (JobIntake raises it).
   options.limits.max_client_inflight_bytes =
       client_inflight_share >= 1.0

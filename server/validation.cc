@@ -1,5 +1,6 @@
 #include "server/validation.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -272,6 +273,10 @@ uint64_t LargestJobClaimBytes(const ServiceLimits& limits) {
   return limits.max_job_bytes > kMax - kJobBookkeepingBytes
              ? kMax
              : limits.max_job_bytes + kJobBookkeepingBytes;
+}
+
+uint64_t InflightBudgetBytes(const ServiceLimits& limits) {
+  return std::max(limits.max_inflight_bytes, LargestJobClaimBytes(limits));
 }
 
 }  // namespace gemm::server

@@ -78,6 +78,10 @@ uint64_t JobClaimBytes(const JobSpec& spec);
 // job: the budget then holds its bookkeeping on top.
 uint64_t LargestJobClaimBytes(const ServiceLimits& limits);
 
+// The in-flight budget in force: --max-inflight-bytes, raised to the
+// largest job's claim.
+uint64_t InflightBudgetBytes(const ServiceLimits& limits);
+
 // Text from a client, quoted for a status message: at most `max_bytes` of
 // it, and its length when cut ("'xxxx...' (100000 bytes)"), so that an error
 // never grows with the request (a long echo can exceed the caller's
