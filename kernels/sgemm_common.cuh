@@ -62,6 +62,19 @@ SelectBatchMember(const SgemmArgs& args) {
           args.c + z * args.stride_c};
 }
 
+// x's TF32 high part big = tf32(x) and residual small = tf32(x - big), as
+// Tensor Core operands (bit patterns; TF32 rounded to nearest, ties away).
+// 3xTF32 kernels (v9, v12) multiply big(a)big(b) + big(a)small(b) +
+// small(a)big(b).
+__device__ __forceinline__ void SplitTf32(float x, uint32_t& big,
+                                          uint32_t& small) {
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(x));
+  const float high = __uint_as_float(big);
+  // x == high for infinities (and exact values): no residual, no inf - inf.
+  const float rest = x == high ? 0.f : x - high;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(rest));
+}
+
 // c = alpha * acc + beta * c. With beta == 0, C is never read: it may hold
 // NaN, and 0 * NaN must not leak into the result.
 __device__ __forceinline__ void StoreOutput(float* c, float acc, float alpha,

@@ -10,6 +10,7 @@
 //                                true>;
 //   Loop loop(block_row, block_col);         // in a kernel of Loop::kThreads
 //   loop.Accumulate(args, member, 0, args.k, shared);  // then loop.acc
+//   Loop::Launch(MyKernel<...>, grid, stream, args);   // on the host
 #ifndef GEMM_KERNELS_SGEMM_CP_ASYNC_CUH_
 #define GEMM_KERNELS_SGEMM_CP_ASYNC_CUH_
 
@@ -217,6 +218,23 @@ struct CpAsyncMainloop {
   // Dynamic shared memory: kStages tiles of A ([k][m]), then of B ([k][n]).
   static constexpr int kSharedBytes =
       kStages * (kTileA + kTileB) * static_cast<int>(sizeof(float));
+
+  // Launches `kernel`, whose blocks run this loop, over `grid` on `stream`
+  // with kThreads threads and kSharedBytes of dynamic shared memory, first
+  // raising the kernel's limit where that passes the default 48 KB (per
+  // device; cheap to repeat). Returns the launch's error without clearing
+  // it, so that a caller's cudaGetLastError still sees it.
+  template <typename... Params, typename... Args>
+  static cudaError_t Launch(void (*kernel)(Params...), dim3 grid,
+                            cudaStream_t stream, Args... args) {
+    if (kSharedBytes > 48 * 1024) {
+      const cudaError_t err = cudaFuncSetAttribute(
+          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
+      if (err != cudaSuccess) return err;
+    }
+    kernel<<<grid, kThreads, kSharedBytes, stream>>>(args...);
+    return cudaPeekAtLastError();
+  }
 
   int block_row, block_col;  // the block tile's corner in C
   int lane_row, lane_col;    // the lane's first thread tile in the block tile

@@ -16,11 +16,12 @@ using Launcher = cudaError_t (*)(const SgemmArgs&, cudaStream_t);
 class ChapterSgemmKernel final : public SgemmKernel {
  public:
   ChapterSgemmKernel(std::string name, std::string description,
-                     Launcher launcher, Precision precision)
+                     Launcher launcher, Precision precision, bool needs_wgmma)
       : name_(std::move(name)),
         description_(std::move(description)),
         launcher_(launcher),
-        precision_(precision) {}
+        precision_(precision),
+        needs_wgmma_(needs_wgmma) {}
 
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return description_; }
@@ -33,6 +34,18 @@ class ChapterSgemmKernel final : public SgemmKernel {
       return absl::UnimplementedError(
           absl::StrCat(name_, ": m and n must be <= ", kMaxTiledDim,
                        " (grid limit), got m=", args.m, " n=", args.n));
+    }
+    if (needs_wgmma_) {
+      int device = 0;
+      if (cudaGetDevice(&device) != cudaSuccess ||
+          !SgemmWgmmaSupported(device)) {
+        cudaGetLastError();
+        return absl::UnimplementedError(absl::StrCat(
+            name_,
+            ": needs a compute capability 9.0 GPU (Hopper's wgmma); "
+            "CUDA device ",
+            device, " is not one"));
+      }
     }
     return absl::OkStatus();
   }
@@ -51,6 +64,7 @@ class ChapterSgemmKernel final : public SgemmKernel {
   const std::string description_;
   const Launcher launcher_;
   const Precision precision_;
+  const bool needs_wgmma_;
 };
 
 struct ChapterKernelEntry {
@@ -58,6 +72,7 @@ struct ChapterKernelEntry {
   const char* description;
   Launcher launcher;
   Precision precision = Precision::kFp32;
+  bool needs_wgmma = false;  // runs only on compute capability 9.0
 };
 
 // Teaching order; each entry is one kernel file.
@@ -109,6 +124,11 @@ constexpr ChapterKernelEntry kChapterKernels[] = {
      "split-K on v10's pipeline, the block tile chosen by shape (128x16 for "
      "N <= 16, else 64x64): for skinny and deep-K problems",
      LaunchSgemmPipelinedSplitK},
+    {"v12",
+     "3xTF32 on wgmma (Hopper only): operands packed K-major once (B split "
+     "into its TF32 parts), 128x128 tiles of two warpgroups fed by a 4-stage "
+     "cp.async pipeline in wgmma's swizzled layout; float32-accurate",
+     LaunchSgemmWgmma3xTf32, Precision::kFp32Tensor, /*needs_wgmma=*/true},
 };
 
 }  // namespace
@@ -117,7 +137,8 @@ std::vector<std::unique_ptr<SgemmKernel>> MakeChapterKernels() {
   std::vector<std::unique_ptr<SgemmKernel>> kernels;
   for (const ChapterKernelEntry& entry : kChapterKernels) {
     kernels.push_back(std::make_unique<ChapterSgemmKernel>(
-        entry.name, entry.description, entry.launcher, entry.precision));
+        entry.name, entry.description, entry.launcher, entry.precision,
+        entry.needs_wgmma));
   }
   return kernels;
 }

@@ -52,6 +52,20 @@ cudaError_t LaunchSgemmCpAsyncSmallTiles(const SgemmArgs& args,
                                          cudaStream_t stream);  // v10-64x64
 cudaError_t LaunchSgemmPipelinedSplitK(const SgemmArgs& args,
                                        cudaStream_t stream);  // v11
+cudaError_t LaunchSgemmWgmma3xTf32(const SgemmArgs& args,
+                                   cudaStream_t stream);  // v12, 3xTF32
+
+// True when `device` runs v12's wgmma code: compute capability 9.0 (v12 is
+// built for sm_90a only). Elsewhere its launcher returns
+// cudaErrorNotSupported.
+bool SgemmWgmmaSupported(int device);
+
+// The stream-ordered memory pool that v11 and v12 take their workspaces from
+// on `device` (cudaMallocFromPoolAsync), made at its first use. It keeps up to
+// 64 MB reserved between launches: the device's default pool would hand its
+// memory back at every synchronization, and mapping it again takes longer
+// than a skinny product. Thread-safe.
+cudaError_t SgemmWorkspacePool(int device, cudaMemPool_t* pool);
 
 // True when v5 (and v6, v7) can use 16-byte global accesses for `args`: every
 // base pointer 16-byte aligned, every leading dimension and batch stride a

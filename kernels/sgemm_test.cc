@@ -37,7 +37,7 @@ TEST(KernelRegistryTest, NamesInTeachingOrder) {
   EXPECT_EQ(KernelRegistry::Global().Names(),
             (std::vector<std::string>{"v0", "v1", "v2", "v3", "v4", "v5", "v6",
                                       "v7", "v7-64x64", "v8", "v9", "v10",
-                                      "v10-64x64", "v11", "cublas",
+                                      "v10-64x64", "v11", "v12", "cublas",
                                       "cublas-tf32", "cublas-bf16"}));
 }
 
@@ -50,8 +50,9 @@ TEST(KernelRegistryTest, FindKnownAndUnknown) {
     EXPECT_FALSE(kernel->description().empty());
     const Precision want = name == "cublas-tf32"   ? Precision::kTf32
                            : name == "cublas-bf16" ? Precision::kBf16
-                           : name == "v9"          ? Precision::kFp32Tensor
-                                                   : Precision::kFp32;
+                           : name == "v9" || name == "v12"
+                               ? Precision::kFp32Tensor
+                               : Precision::kFp32;
     EXPECT_EQ(kernel->precision(), want) << name;
   }
   EXPECT_EQ(registry.Find("v99"), nullptr);

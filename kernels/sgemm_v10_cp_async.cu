@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/sgemm_common.cuh"
 #include "kernels/sgemm_cp_async.cuh"
@@ -85,10 +86,6 @@ template <int kBlockM,                 // block tile rows
           int kMinBlocks,              // blocks per SM the registers must allow
           int kPad = detail::kRowPad>  // floats of padding per k row
 cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
-  constexpr int kThreads = (kBlockM / kWarpM) * (kBlockN / kWarpN) * 32;
-  constexpr int kSharedBytes = kStages * kBlockK *
-                               (kBlockM + kPad + kBlockN + kPad) *
-                               static_cast<int>(sizeof(float));
   const bool vector_access = SgemmVectorAccessAllowed(args);
   return detail::ForEachBatchChunk(args, [&](const SgemmArgs& chunk) {
     const dim3 grid(CeilDiv(chunk.n, kBlockN), CeilDiv(chunk.m, kBlockM),
@@ -96,26 +93,18 @@ cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
     detail::DispatchTransposes(chunk, [&](auto trans_a, auto trans_b) {
       constexpr bool kTransA = decltype(trans_a)::value,
                      kTransB = decltype(trans_b)::value;
-      auto launch = [&](auto kernel) {
-        // Past 48 KB a kernel must ask for its dynamic shared memory (per
-        // device; cheap to repeat).
-        if (kSharedBytes > 48 * 1024) {
-          const cudaError_t err = cudaFuncSetAttribute(
-              kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-              kSharedBytes);
-          if (err != cudaSuccess) return;  // the launch reports it
-        }
-        kernel<<<grid, kThreads, kSharedBytes, stream>>>(chunk);
+      auto launch = [&](auto vector) {
+        constexpr bool kVector = decltype(vector)::value;
+        using Loop =
+            detail::CpAsyncMainloop<kBlockM, kBlockN, kBlockK, kWarpM, kWarpN,
+                                    kStages, kPad, kTransA, kTransB, kVector>;
+        // ForEachBatchChunk reports the launch's error.
+        Loop::Launch(SgemmCpAsyncKernel<kBlockM, kBlockN, kBlockK, kWarpM,
+                                        kWarpN, kStages, kMinBlocks, kPad,
+                                        kTransA, kTransB, kVector>,
+                     grid, stream, chunk);
       };
-      if (vector_access) {
-        launch(SgemmCpAsyncKernel<kBlockM, kBlockN, kBlockK, kWarpM, kWarpN,
-                                  kStages, kMinBlocks, kPad, kTransA, kTransB,
-                                  true>);
-      } else {
-        launch(SgemmCpAsyncKernel<kBlockM, kBlockN, kBlockK, kWarpM, kWarpN,
-                                  kStages, kMinBlocks, kPad, kTransA, kTransB,
-                                  false>);
-      }
+      vector_access ? launch(std::true_type{}) : launch(std::false_type{});
     });
   });
 }

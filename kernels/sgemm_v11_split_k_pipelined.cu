@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <type_traits>
 
 #include "kernels/sgemm_common.cuh"
 #include "kernels/sgemm_cp_async.cuh"
@@ -34,6 +35,11 @@
 
 namespace gemm::kernels {
 namespace {
+
+// Bytes of workspace a device's pool keeps between launches. The device's
+// default pool would hand its memory back at every synchronization, and
+// mapping it again takes longer than a skinny product.
+constexpr uint64_t kWorkspaceKeptBytes = uint64_t{64} << 20;
 
 using detail::BatchMember;
 using detail::CeilDiv;
@@ -114,36 +120,6 @@ __global__ void SumSplits(SgemmArgs args, int splits, const float* partials) {
   }
 }
 
-// Bytes of workspace a device's pool keeps between launches. The device's
-// default pool would hand its memory back at every synchronization, and
-// mapping it again takes longer than a skinny product.
-constexpr uint64_t kWorkspaceKeptBytes = uint64_t{64} << 20;
-
-// v11's workspace pool on `device`, made at its first use.
-cudaError_t WorkspacePool(int device, cudaMemPool_t* pool) {
-  static std::mutex mu;
-  static std::map<int, cudaMemPool_t> pools;
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = pools.find(device); it != pools.end()) {
-    *pool = it->second;
-    return cudaSuccess;
-  }
-  cudaMemPoolProps props = {};
-  props.allocType = cudaMemAllocationTypePinned;
-  props.location.type = cudaMemLocationTypeDevice;
-  props.location.id = device;
-  cudaError_t err = cudaMemPoolCreate(pool, &props);
-  if (err != cudaSuccess) return err;
-  uint64_t kept = kWorkspaceKeptBytes;
-  err = cudaMemPoolSetAttribute(*pool, cudaMemPoolAttrReleaseThreshold, &kept);
-  if (err != cudaSuccess) {
-    cudaMemPoolDestroy(*pool);
-    return err;
-  }
-  pools[device] = *pool;
-  return cudaSuccess;
-}
-
 // Blocks wanted per SM, and the shortest K range a split gets, in slices.
 // (64 x 64 tiles fit 4 blocks on an H200 SM at once; the thin tiles' 76 KB
 // of shared memory fit 2, so for them this is two waves.)
@@ -157,10 +133,6 @@ template <int kBlockM,  // block tile rows
           int kWarpN,   // warp tile columns
           int kStages>  // shared-memory stages
 cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
-  constexpr int kThreads = (kBlockM / kWarpM) * (kBlockN / kWarpN) * 32;
-  constexpr int kSharedBytes = kStages * kBlockK *
-                               (kBlockM + kBlockN + 2 * detail::kRowPad) *
-                               static_cast<int>(sizeof(float));
   // How many K ranges: enough blocks for kBlocksPerSm per SM, each range at
   // least kMinSlicesPerSplit whole slices.
   int device = 0, sms = 132;
@@ -191,7 +163,7 @@ cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
     float* partials = nullptr;
     if (splits > 1) {
       cudaMemPool_t pool;
-      cudaError_t err = WorkspacePool(device, &pool);
+      cudaError_t err = SgemmWorkspacePool(device, &pool);
       if (err != cudaSuccess) return err;
       err = cudaMallocFromPoolAsync(reinterpret_cast<void**>(&partials),
                                     sizeof(float) * splits * chunk.batch_count *
@@ -205,26 +177,18 @@ cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
     detail::DispatchTransposes(chunk, [&](auto trans_a, auto trans_b) {
       constexpr bool kTransA = decltype(trans_a)::value,
                      kTransB = decltype(trans_b)::value;
-      auto launch = [&](auto kernel) {
-        if (kSharedBytes > 48 * 1024) {
-          launched = cudaFuncSetAttribute(
-              kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-              kSharedBytes);
-          if (launched != cudaSuccess) return;
-        }
-        kernel<<<grid, kThreads, kSharedBytes, stream>>>(chunk, splits,
-                                                         k_per_split, partials);
-        launched = cudaGetLastError();
+      auto launch = [&](auto vector) {
+        constexpr bool kVector = decltype(vector)::value;
+        using Loop = detail::CpAsyncMainloop<kBlockM, kBlockN, kBlockK, kWarpM,
+                                             kWarpN, kStages, detail::kRowPad,
+                                             kTransA, kTransB, kVector>;
+        launched =
+            Loop::Launch(SgemmPipelinedSplitKKernel<kBlockM, kBlockN, kBlockK,
+                                                    kWarpM, kWarpN, kStages,
+                                                    kTransA, kTransB, kVector>,
+                         grid, stream, chunk, splits, k_per_split, partials);
       };
-      if (vector_access) {
-        launch(SgemmPipelinedSplitKKernel<kBlockM, kBlockN, kBlockK, kWarpM,
-                                          kWarpN, kStages, kTransA, kTransB,
-                                          true>);
-      } else {
-        launch(SgemmPipelinedSplitKKernel<kBlockM, kBlockN, kBlockK, kWarpM,
-                                          kWarpN, kStages, kTransA, kTransB,
-                                          false>);
-      }
+      vector_access ? launch(std::true_type{}) : launch(std::false_type{});
     });
     // Without the partials there is nothing to sum: C is left as it was.
     if (splits > 1 && launched == cudaSuccess) {
@@ -235,12 +199,37 @@ cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
       const cudaError_t freed = cudaFreeAsync(partials, stream);
       if (launched == cudaSuccess) launched = freed;
     }
+    cudaGetLastError();  // clears a failed launch's error, returned here
     if (launched != cudaSuccess) return launched;
   }
   return cudaSuccess;
 }
 
 }  // namespace
+
+cudaError_t SgemmWorkspacePool(int device, cudaMemPool_t* pool) {
+  static std::mutex mu;
+  static std::map<int, cudaMemPool_t> pools;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = pools.find(device); it != pools.end()) {
+    *pool = it->second;
+    return cudaSuccess;
+  }
+  cudaMemPoolProps props = {};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  cudaError_t err = cudaMemPoolCreate(pool, &props);
+  if (err != cudaSuccess) return err;
+  uint64_t kept = kWorkspaceKeptBytes;
+  err = cudaMemPoolSetAttribute(*pool, cudaMemPoolAttrReleaseThreshold, &kept);
+  if (err != cudaSuccess) {
+    cudaMemPoolDestroy(*pool);
+    return err;
+  }
+  pools[device] = *pool;
+  return cudaSuccess;
+}
 
 cudaError_t LaunchSgemmPipelinedSplitK(const SgemmArgs& args,
                                        cudaStream_t stream) {

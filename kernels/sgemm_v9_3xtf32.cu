@@ -41,17 +41,8 @@ using detail::BatchMember;
 using detail::CeilDiv;
 using detail::FragmentIterator;
 using detail::LoadLanes;
+using detail::SplitTf32;
 using detail::StoreOutput;
-
-// x's TF32 high part and residual, as mma operands (bit patterns).
-__device__ __forceinline__ void SplitTf32(float x, uint32_t& big,
-                                          uint32_t& small) {
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(x));
-  const float high = __uint_as_float(big);
-  // x == high for infinities (and exact values): no residual, no inf - inf.
-  const float rest = x == high ? 0.f : x - high;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(rest));
-}
 
 // acc += A * B for one m16n8k8 tile (row-major A, column-major B fragments).
 __device__ __forceinline__ void MmaTf32(float (&acc)[4], const uint32_t (&a)[4],

@@ -17,7 +17,7 @@ def _gencode_flags():
         flags.append("-gencode=arch=compute_%s,code=compute_%s" % (top, top))
     return flags
 
-def cuda_library(name, srcs, hdrs = [], nvcc_hdrs = [], deps = [], copts = [], visibility = None, **kwargs):
+def cuda_library(name, srcs, hdrs = [], nvcc_hdrs = [], deps = [], copts = [], gencode = None, visibility = None, **kwargs):
     """A cc_library whose .cu sources are compiled by nvcc.
 
     Args:
@@ -29,6 +29,8 @@ def cuda_library(name, srcs, hdrs = [], nvcc_hdrs = [], deps = [], copts = [], v
       nvcc_hdrs: headers of other packages that the .cu files include
         (exported files, e.g. "//common:abft.h"); their libraries go in deps.
       copts: extra nvcc flags.
+      gencode: nvcc -gencode flags that replace those of CUDA_ARCHS (for code
+        that only one architecture runs, e.g. sm_90a's wgmma).
       visibility: as for cc_library.
       **kwargs: passed to the cc_library.
     """
@@ -57,7 +59,7 @@ def cuda_library(name, srcs, hdrs = [], nvcc_hdrs = [], deps = [], copts = [], v
                 "-I.",
                 "-I$(GENDIR)",
                 "-c",
-            ] + _gencode_flags() + copts + [
+            ] + (_gencode_flags() if gencode == None else gencode) + copts + [
                 "$(location %s)" % src,
                 "-o",
                 "$@",
