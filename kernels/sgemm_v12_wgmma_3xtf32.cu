@@ -69,22 +69,20 @@ constexpr int64_t kMaxWorkspaceBytes = int64_t{1} << 30;
 
 // The packed operands of a batch member, each K-major with row stride kp.
 struct PackedMember {
-  const float* a;        // mp x kp: op(A)
-  const float* b_big;    // np x kp: big(op(B)^T)
-  const float* b_small;  // np x kp: small(op(B)^T)
+  const float* a;  // mp x kp: op(A)
+  const float* b;  // np x kp: op(B)^T
 };
 
 // Writes rows x k of X (X(r, k) = x[r * row_stride + k * k_stride] of member
 // blockIdx.z) K-major into out (rows_pad x kp per member, zeros past rows and
-// k): as it is when small is null, else as its TF32 parts big and small. A
-// 32 x 32 tile per block of 32 x 8 threads, through shared memory, so that
-// both the reads (along whichever of r and k is contiguous) and the writes
+// k). A 32 x 32 tile per block of 32 x 8 threads, through shared memory, so
+// that both the reads (along whichever of r and k is contiguous) and the writes
 // (along k) coalesce.
 template <bool kKContiguous>  // k_stride == 1, else row_stride == 1
 __global__ void __launch_bounds__(256)
     PackKMajor(const float* x, int64_t row_stride, int64_t k_stride,
                int64_t member_stride, int rows, int k, int kp, int64_t rows_pad,
-               int64_t out_member_floats, float* big, float* small) {
+               int64_t out_member_floats, float* out) {
   __shared__ float tile[32][33];
   const int k0 = blockIdx.x * 32;
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -110,16 +108,7 @@ __global__ void __launch_bounds__(256)
     const int64_t member_out = blockIdx.z * out_member_floats;
 #pragma unroll
     for (int i = 0; i < 32; i += 8) {
-      const int64_t at = member_out + (r0 + ty + i) * kp + k0 + tx;
-      const float v = tile[ty + i][tx];
-      if (small == nullptr) {
-        big[at] = v;
-      } else {
-        uint32_t hi, lo;
-        SplitTf32(v, hi, lo);
-        big[at] = __uint_as_float(hi);
-        small[at] = __uint_as_float(lo);
-      }
+      out[member_out + (r0 + ty + i) * kp + k0 + tx] = tile[ty + i][tx];
     }
     __syncthreads();  // the tile is read before the next one is written
   }
@@ -191,14 +180,20 @@ __device__ __forceinline__ void WgmmaTf32(float (&d)[64],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
 }
 
+__device__ __forceinline__ void PinFragment(uint32_t (&a)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[i])::"memory");
+}
+
 // Makes this thread's shared-memory writes (cp.async's included) visible to
 // the async proxy, through which wgmma reads shared memory.
 __device__ __forceinline__ void FenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// Copies slice `k0` of this block's packed rows into a stage: 3 tiles of 128
-// rows x 8 chunks of 16 bytes, 4 chunks of each per thread, swizzled.
+// Copies slice `k0` of this block's packed rows of A and B into a stage: 2
+// tiles of 128 rows x 8 chunks of 16 bytes, 4 chunks of each per thread,
+// swizzled.
 __device__ __forceinline__ void CopySlice(float* stage, const PackedMember& p,
                                           int64_t kp, int k0, int tid) {
   const int chunk = tid % 8;
@@ -208,8 +203,29 @@ __device__ __forceinline__ void CopySlice(float* stage, const PackedMember& p,
     const int dst = SwizzledOffset(row, chunk * 4);
     const int64_t src = row * kp + k0 + chunk * 4;
     CopyAsync<16>(stage + dst, p.a + src, 16);
-    CopyAsync<16>(stage + kTileFloats + dst, p.b_big + src, 16);
-    CopyAsync<16>(stage + 2 * kTileFloats + dst, p.b_small + src, 16);
+    CopyAsync<16>(stage + kTileFloats + dst, p.b + src, 16);
+  }
+}
+
+// Splits a stage's B tile into its TF32 parts: big(b) over b, small(b) into
+// the stage's third tile at the same offset (the split is per element, so
+// the swizzle carries over). 4 float4s per thread.
+__device__ __forceinline__ void SplitSliceOfB(float* stage, int tid) {
+  float4* const big = reinterpret_cast<float4*>(stage + kTileFloats);
+  float4* const small = reinterpret_cast<float4*>(stage + 2 * kTileFloats);
+#pragma unroll
+  for (int i = 0; i < kTileFloats / 4 / kThreads; ++i) {
+    const int at = tid + i * kThreads;
+    const float4 v = big[at];
+    uint32_t hi[4], lo[4];
+    SplitTf32(v.x, hi[0], lo[0]);
+    SplitTf32(v.y, hi[1], lo[1]);
+    SplitTf32(v.z, hi[2], lo[2]);
+    SplitTf32(v.w, hi[3], lo[3]);
+    big[at] = make_float4(__uint_as_float(hi[0]), __uint_as_float(hi[1]),
+                          __uint_as_float(hi[2]), __uint_as_float(hi[3]));
+    small[at] = make_float4(__uint_as_float(lo[0]), __uint_as_float(lo[1]),
+                            __uint_as_float(lo[2]), __uint_as_float(lo[3]));
   }
 }
 
@@ -230,14 +246,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int group_rows = min(tiles_m - first_m, kGroupM);
   const int tile_m = first_m + (blockIdx.x % tiles_per_group) % group_rows;
   const int tile_n = (blockIdx.x % tiles_per_group) / group_rows;
-  const int64_t mp = int64_t{tiles_m} * kBlockM,
-                np = int64_t{tiles_n} * kBlockN;
+  const int64_t mp = int64_t{tiles_m} * kBlockM;
 
   const float* const member = packed + blockIdx.z * member_floats;
-  const PackedMember p{
-      member + tile_m * int64_t{kBlockM} * kp,
-      member + mp * kp + tile_n * int64_t{kBlockN} * kp,
-      member + (mp + np) * kp + tile_n * int64_t{kBlockN} * kp};
+  const PackedMember p{member + tile_m * int64_t{kBlockM} * kp,
+                       member + mp * kp + tile_n * int64_t{kBlockN} * kp};
   const int slices = kp / kBlockK;
 
   // The first kStages - 1 slices in flight; one commit group per slice, empty
@@ -255,18 +268,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   // (group, in_group) of warp w of the warpgroup on rows 16 w + group and
   // + 8, and on k in_group and + 4 of each k8 step.
   const int a_row = warpgroup * 64 + warp * 16 + group;
-  for (int slice = 0; slice < slices; ++slice) {
+  // Slice 0's B split before the loop; then, in each pass, slice t's
+  // products run on the Tensor Cores while the threads split slice t + 1's B
+  // and start slice t + kStages - 1's copies.
+  if (slices > 0) {
     WaitCopies<kStages - 2>();
+    __syncthreads();
+    SplitSliceOfB(shared, tid);
     FenceProxyAsync();
-    __syncthreads();  // the slice is in; every warpgroup is past slice - 1
-    {
-      const int next = slice + kStages - 1;
-      if (next < slices) {
-        CopySlice(shared + (next % kStages) * kStageFloats, p, kp,
-                  next * kBlockK, tid);
-      }
-      CommitCopies();
-    }
+    __syncthreads();
+  }
+  for (int slice = 0; slice < slices; ++slice) {
     const float* const stage = shared + (slice % kStages) * kStageFloats;
     uint32_t a_big[4][4], a_small[4][4];
 #pragma unroll
@@ -292,10 +304,36 @@ __global__ void __launch_bounds__(kThreads, 1)
       WgmmaTf32(slice_acc, a_big[step], b_big + 2 * step, 1);
     }
     WgmmaCommit();
+
+    // While they run: slice + 1 in (own copies, then everyone's), its B
+    // split; the copies of slice + kStages - 1 go to the stage that slice - 1
+    // used, whose products were waited for in the last pass.
+    WaitCopies<kStages - 3>();
+    __syncthreads();
+    if (slice + 1 < slices) {
+      SplitSliceOfB(shared + ((slice + 1) % kStages) * kStageFloats, tid);
+    }
+    {
+      const int next = slice + kStages - 1;
+      if (next < slices) {
+        CopySlice(shared + (next % kStages) * kStageFloats, p, kp,
+                  next * kBlockK, tid);
+      }
+      CommitCopies();
+    }
+    FenceProxyAsync();
+
     WgmmaWaitAll();
+    // wgmma reads A's registers as it runs: keep them as they are until here.
+#pragma unroll
+    for (int step = 0; step < 4; ++step) {
+      PinFragment(a_big[step]);
+      PinFragment(a_small[step]);
+    }
     PinRegisters(slice_acc);
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] += slice_acc[i];
+    __syncthreads();  // slice + 1's split is done everywhere
   }
 
   // acc[4 j + v]: row a_row (+ 8 for v >= 2), column 8 j + 2 in_group (+ 1
@@ -343,7 +381,7 @@ cudaError_t LaunchSgemmWgmma3xTf32(const SgemmArgs& args, cudaStream_t stream) {
             tiles_n = CeilDiv(args.n, kBlockN);
   const int64_t mp = int64_t{tiles_m} * kBlockM,
                 np = int64_t{tiles_n} * kBlockN;
-  const int64_t member_floats = (mp + 2 * np) * kp;
+  const int64_t member_floats = (mp + np) * kp;
   // Members per launch: the whole batch, or as many as keep the workspace
   // under kMaxWorkspaceBytes (at least one).
   const int64_t fit = std::max<int64_t>(
@@ -368,8 +406,8 @@ cudaError_t LaunchSgemmWgmma3xTf32(const SgemmArgs& args, cudaStream_t stream) {
       if (err != cudaSuccess) return err;
       const dim3 block(32, 8);
       const auto pack = [&](const float* x, bool trans, int64_t ld, int rows,
-                            int64_t rows_pad, int64_t member_stride, float* big,
-                            float* small) {
+                            int64_t rows_pad, int64_t member_stride,
+                            float* out) {
         const dim3 grid(
             kp / 32,
             static_cast<unsigned>(std::min<int64_t>(rows_pad / 32, 65535)),
@@ -379,17 +417,17 @@ cudaError_t LaunchSgemmWgmma3xTf32(const SgemmArgs& args, cudaStream_t stream) {
         if (!trans) {
           PackKMajor<true><<<grid, block, 0, stream>>>(
               x, ld, 1, member_stride, rows, chunk.k, kp, rows_pad,
-              member_floats, big, small);
+              member_floats, out);
         } else {
           PackKMajor<false><<<grid, block, 0, stream>>>(
               x, 1, ld, member_stride, rows, chunk.k, kp, rows_pad,
-              member_floats, big, small);
+              member_floats, out);
         }
       };
       pack(chunk.a, chunk.trans_a, chunk.lda, chunk.m, mp, chunk.stride_a,
-           packed, nullptr);
+           packed);
       pack(chunk.b, !chunk.trans_b, chunk.ldb, chunk.n, np, chunk.stride_b,
-           packed + mp * kp, packed + (mp + np) * kp);
+           packed + mp * kp);
       err = cudaGetLastError();
     }
     if (err == cudaSuccess) {
