@@ -29,6 +29,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <type_traits>
 
 #include "kernels/sgemm_common.cuh"
 #include "kernels/sgemm_cp_async.cuh"
@@ -69,20 +71,22 @@ constexpr int64_t kMaxWorkspaceBytes = int64_t{1} << 30;
 
 // The packed operands of a batch member, each K-major with row stride kp.
 struct PackedMember {
-  const float* a;  // mp x kp: op(A)
-  const float* b;  // np x kp: op(B)^T
+  const float* a;        // mp x kp: op(A)
+  const float* b_big;    // np x kp: big(op(B)^T)
+  const float* b_small;  // np x kp: small(op(B)^T)
 };
 
 // Writes rows x k of X (X(r, k) = x[r * row_stride + k * k_stride] of member
 // blockIdx.z) K-major into out (rows_pad x kp per member, zeros past rows and
-// k). A 32 x 32 tile per block of 32 x 8 threads, through shared memory, so
-// that both the reads (along whichever of r and k is contiguous) and the writes
+// k): as it is when small is null, else as its TF32 parts big and small. A
+// 32 x 32 tile per block of 32 x 8 threads, through shared memory, so that
+// both the reads (along whichever of r and k is contiguous) and the writes
 // (along k) coalesce.
 template <bool kKContiguous>  // k_stride == 1, else row_stride == 1
 __global__ void __launch_bounds__(256)
     PackKMajor(const float* x, int64_t row_stride, int64_t k_stride,
                int64_t member_stride, int rows, int k, int kp, int64_t rows_pad,
-               int64_t out_member_floats, float* out) {
+               int64_t out_member_floats, float* big, float* small) {
   __shared__ float tile[32][33];
   const int k0 = blockIdx.x * 32;
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -108,7 +112,16 @@ __global__ void __launch_bounds__(256)
     const int64_t member_out = blockIdx.z * out_member_floats;
 #pragma unroll
     for (int i = 0; i < 32; i += 8) {
-      out[member_out + (r0 + ty + i) * kp + k0 + tx] = tile[ty + i][tx];
+      const int64_t at = member_out + (r0 + ty + i) * kp + k0 + tx;
+      const float v = tile[ty + i][tx];
+      if (small == nullptr) {
+        big[at] = v;
+      } else {
+        uint32_t hi, lo;
+        SplitTf32(v, hi, lo);
+        big[at] = __uint_as_float(hi);
+        small[at] = __uint_as_float(lo);
+      }
     }
     __syncthreads();  // the tile is read before the next one is written
   }
@@ -138,8 +151,16 @@ __device__ __forceinline__ void WgmmaFence() {
 __device__ __forceinline__ void WgmmaCommit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
-__device__ __forceinline__ void WgmmaWaitAll() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+// Waits until at most kPending committed groups of this warpgroup's wgmma
+// are still running.
+template <int kPending>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending)
+               : "memory");
+}
+__device__ __forceinline__ void PinFragment(uint32_t (&a)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[i])::"memory");
 }
 // Keeps the compiler from moving reads of d across the wait above.
 __device__ __forceinline__ void PinRegisters(float (&d)[64]) {
@@ -180,20 +201,14 @@ __device__ __forceinline__ void WgmmaTf32(float (&d)[64],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
 }
 
-__device__ __forceinline__ void PinFragment(uint32_t (&a)[4]) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[i])::"memory");
-}
-
 // Makes this thread's shared-memory writes (cp.async's included) visible to
 // the async proxy, through which wgmma reads shared memory.
 __device__ __forceinline__ void FenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// Copies slice `k0` of this block's packed rows of A and B into a stage: 2
-// tiles of 128 rows x 8 chunks of 16 bytes, 4 chunks of each per thread,
-// swizzled.
+// Copies slice `k0` of this block's packed rows into a stage: 3 tiles of 128
+// rows x 8 chunks of 16 bytes, 4 chunks of each per thread, swizzled.
 __device__ __forceinline__ void CopySlice(float* stage, const PackedMember& p,
                                           int64_t kp, int k0, int tid) {
   const int chunk = tid % 8;
@@ -203,32 +218,13 @@ __device__ __forceinline__ void CopySlice(float* stage, const PackedMember& p,
     const int dst = SwizzledOffset(row, chunk * 4);
     const int64_t src = row * kp + k0 + chunk * 4;
     CopyAsync<16>(stage + dst, p.a + src, 16);
-    CopyAsync<16>(stage + kTileFloats + dst, p.b + src, 16);
+    CopyAsync<16>(stage + kTileFloats + dst, p.b_big + src, 16);
+    CopyAsync<16>(stage + 2 * kTileFloats + dst, p.b_small + src, 16);
   }
 }
 
-// Splits a stage's B tile into its TF32 parts: big(b) over b, small(b) into
-// the stage's third tile at the same offset (the split is per element, so
-// the swizzle carries over). 4 float4s per thread.
-__device__ __forceinline__ void SplitSliceOfB(float* stage, int tid) {
-  float4* const big = reinterpret_cast<float4*>(stage + kTileFloats);
-  float4* const small = reinterpret_cast<float4*>(stage + 2 * kTileFloats);
-#pragma unroll
-  for (int i = 0; i < kTileFloats / 4 / kThreads; ++i) {
-    const int at = tid + i * kThreads;
-    const float4 v = big[at];
-    uint32_t hi[4], lo[4];
-    SplitTf32(v.x, hi[0], lo[0]);
-    SplitTf32(v.y, hi[1], lo[1]);
-    SplitTf32(v.z, hi[2], lo[2]);
-    SplitTf32(v.w, hi[3], lo[3]);
-    big[at] = make_float4(__uint_as_float(hi[0]), __uint_as_float(hi[1]),
-                          __uint_as_float(hi[2]), __uint_as_float(hi[3]));
-    small[at] = make_float4(__uint_as_float(lo[0]), __uint_as_float(lo[1]),
-                            __uint_as_float(lo[2]), __uint_as_float(lo[3]));
-  }
-}
-
+template <
+    int kSlicesPerSum>  // slices summed on the Tensor Cores per float32 add
 __global__ void __launch_bounds__(kThreads, 1)
     SgemmWgmma3xTf32Kernel(SgemmArgs args, const float* packed, int kp,
                            int tiles_m, int tiles_n, int64_t member_floats) {
@@ -246,94 +242,106 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int group_rows = min(tiles_m - first_m, kGroupM);
   const int tile_m = first_m + (blockIdx.x % tiles_per_group) % group_rows;
   const int tile_n = (blockIdx.x % tiles_per_group) / group_rows;
-  const int64_t mp = int64_t{tiles_m} * kBlockM;
+  const int64_t mp = int64_t{tiles_m} * kBlockM,
+                np = int64_t{tiles_n} * kBlockN;
 
   const float* const member = packed + blockIdx.z * member_floats;
-  const PackedMember p{member + tile_m * int64_t{kBlockM} * kp,
-                       member + mp * kp + tile_n * int64_t{kBlockN} * kp};
+  const PackedMember p{
+      member + tile_m * int64_t{kBlockM} * kp,
+      member + mp * kp + tile_n * int64_t{kBlockN} * kp,
+      member + (mp + np) * kp + tile_n * int64_t{kBlockN} * kp};
   const int slices = kp / kBlockK;
 
-  // The first kStages - 1 slices in flight; one commit group per slice, empty
-  // ones past the end, so that the group count stays in step.
+  // Two slices' copies ahead of the one multiplied: the stage of the slice
+  // before it may still be read by its products (see below).
+  constexpr int kAhead = kStages - 2;
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < slices)
+  for (int s = 0; s < kAhead; ++s) {
+    if (s < slices) {
       CopySlice(shared + s * kStageFloats, p, kp, s * kBlockK, tid);
-    CommitCopies();
+    }
+    CommitCopies();  // one group per slice, empty ones past the end
   }
 
   float acc[64] = {};
-  float slice_acc[64] = {};  // each slice's first product overwrites it
+  float slice_acc[64] = {};  // the first product of each sum overwrites it
   // This thread's rows of the A tile: wgmma's fragment layout puts lane
   // (group, in_group) of warp w of the warpgroup on rows 16 w + group and
   // + 8, and on k in_group and + 4 of each k8 step.
   const int a_row = warpgroup * 64 + warp * 16 + group;
-  // Slice 0's B split before the loop; then, in each pass, slice t's
-  // products run on the Tensor Cores while the threads split slice t + 1's B
-  // and start slice t + kStages - 1's copies.
-  if (slices > 0) {
-    WaitCopies<kStages - 2>();
-    __syncthreads();
-    SplitSliceOfB(shared, tid);
+  // A's fragments of two slices: a slice's products read them as they run,
+  // and they run on while the next slice is prepared.
+  uint32_t a_big[2][4][4], a_small[2][4][4];
+  auto multiply_slice = [&](int slice, auto parity) {
+    constexpr int kParity = decltype(parity)::value;
+    WaitCopies<kAhead - 1>();
     FenceProxyAsync();
+    // The slice is in; every thread has waited for the products of
+    // slice - 2, whose stage the copies below reuse.
     __syncthreads();
-  }
-  for (int slice = 0; slice < slices; ++slice) {
-    const float* const stage = shared + (slice % kStages) * kStageFloats;
-    uint32_t a_big[4][4], a_small[4][4];
-#pragma unroll
-    for (int step = 0; step < 4; ++step) {
-      const int k = step * 8 + in_group;
-      SplitTf32(stage[SwizzledOffset(a_row, k)], a_big[step][0],
-                a_small[step][0]);
-      SplitTf32(stage[SwizzledOffset(a_row + 8, k)], a_big[step][1],
-                a_small[step][1]);
-      SplitTf32(stage[SwizzledOffset(a_row, k + 4)], a_big[step][2],
-                a_small[step][2]);
-      SplitTf32(stage[SwizzledOffset(a_row + 8, k + 4)], a_big[step][3],
-                a_small[step][3]);
-    }
-    const uint64_t b_big = SwizzledTileDescriptor(stage + kTileFloats);
-    const uint64_t b_small = SwizzledTileDescriptor(stage + 2 * kTileFloats);
-    WgmmaFence();
-#pragma unroll
-    for (int step = 0; step < 4; ++step) {
-      // + 32 bytes per k8 step: 2 in the descriptor's 16-byte units.
-      WgmmaTf32(slice_acc, a_small[step], b_big + 2 * step, step > 0);
-      WgmmaTf32(slice_acc, a_big[step], b_small + 2 * step, 1);
-      WgmmaTf32(slice_acc, a_big[step], b_big + 2 * step, 1);
-    }
-    WgmmaCommit();
-
-    // While they run: slice + 1 in (own copies, then everyone's), its B
-    // split; the copies of slice + kStages - 1 go to the stage that slice - 1
-    // used, whose products were waited for in the last pass.
-    WaitCopies<kStages - 3>();
-    __syncthreads();
-    if (slice + 1 < slices) {
-      SplitSliceOfB(shared + ((slice + 1) % kStages) * kStageFloats, tid);
-    }
     {
-      const int next = slice + kStages - 1;
+      const int next = slice + kAhead;
       if (next < slices) {
         CopySlice(shared + (next % kStages) * kStageFloats, p, kp,
                   next * kBlockK, tid);
       }
       CommitCopies();
     }
-    FenceProxyAsync();
-
-    WgmmaWaitAll();
-    // wgmma reads A's registers as it runs: keep them as they are until here.
+    const float* const stage = shared + (slice % kStages) * kStageFloats;
+    uint32_t(&big)[4][4] = a_big[kParity];
+    uint32_t(&small)[4][4] = a_small[kParity];
 #pragma unroll
     for (int step = 0; step < 4; ++step) {
-      PinFragment(a_big[step]);
-      PinFragment(a_small[step]);
+      const int k = step * 8 + in_group;
+      SplitTf32(stage[SwizzledOffset(a_row, k)], big[step][0], small[step][0]);
+      SplitTf32(stage[SwizzledOffset(a_row + 8, k)], big[step][1],
+                small[step][1]);
+      SplitTf32(stage[SwizzledOffset(a_row, k + 4)], big[step][2],
+                small[step][2]);
+      SplitTf32(stage[SwizzledOffset(a_row + 8, k + 4)], big[step][3],
+                small[step][3]);
     }
-    PinRegisters(slice_acc);
+    const uint64_t b_big = SwizzledTileDescriptor(stage + kTileFloats);
+    const uint64_t b_small = SwizzledTileDescriptor(stage + 2 * kTileFloats);
+    const bool first_of_sum = slice % kSlicesPerSum == 0;
+    WgmmaFence();
 #pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] += slice_acc[i];
-    __syncthreads();  // slice + 1's split is done everywhere
+    for (int step = 0; step < 4; ++step) {
+      // + 32 bytes per k8 step: 2 in the descriptor's 16-byte units.
+      WgmmaTf32(slice_acc, small[step], b_big + 2 * step,
+                !(first_of_sum && step == 0));
+      WgmmaTf32(slice_acc, big[step], b_small + 2 * step, 1);
+      WgmmaTf32(slice_acc, big[step], b_big + 2 * step, 1);
+    }
+    WgmmaCommit();
+    if ((slice + 1) % kSlicesPerSum == 0 || slice + 1 == slices) {
+      // The sum's last slice: all products done; add them in float32.
+      WgmmaWait<0>();
+#pragma unroll
+      for (int step = 0; step < 4; ++step) {
+        PinFragment(a_big[0][step]);
+        PinFragment(a_small[0][step]);
+        PinFragment(a_big[1][step]);
+        PinFragment(a_small[1][step]);
+      }
+      PinRegisters(slice_acc);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) acc[i] += slice_acc[i];
+    } else {
+      // This slice's products may run on; the previous slice's are done.
+      WgmmaWait<1>();
+#pragma unroll
+      for (int step = 0; step < 4; ++step) {
+        PinFragment(a_big[1 - kParity][step]);
+        PinFragment(a_small[1 - kParity][step]);
+      }
+    }
+  };
+  for (int slice = 0; slice < slices; slice += 2) {
+    multiply_slice(slice, std::integral_constant<int, 0>{});
+    if (slice + 1 < slices) {
+      multiply_slice(slice + 1, std::integral_constant<int, 1>{});
+    }
   }
 
   // acc[4 j + v]: row a_row (+ 8 for v >= 2), column 8 j + 2 in_group (+ 1
@@ -381,7 +389,7 @@ cudaError_t LaunchSgemmWgmma3xTf32(const SgemmArgs& args, cudaStream_t stream) {
             tiles_n = CeilDiv(args.n, kBlockN);
   const int64_t mp = int64_t{tiles_m} * kBlockM,
                 np = int64_t{tiles_n} * kBlockN;
-  const int64_t member_floats = (mp + np) * kp;
+  const int64_t member_floats = (mp + 2 * np) * kp;
   // Members per launch: the whole batch, or as many as keep the workspace
   // under kMaxWorkspaceBytes (at least one).
   const int64_t fit = std::max<int64_t>(
@@ -406,8 +414,8 @@ cudaError_t LaunchSgemmWgmma3xTf32(const SgemmArgs& args, cudaStream_t stream) {
       if (err != cudaSuccess) return err;
       const dim3 block(32, 8);
       const auto pack = [&](const float* x, bool trans, int64_t ld, int rows,
-                            int64_t rows_pad, int64_t member_stride,
-                            float* out) {
+                            int64_t rows_pad, int64_t member_stride, float* big,
+                            float* small) {
         const dim3 grid(
             kp / 32,
             static_cast<unsigned>(std::min<int64_t>(rows_pad / 32, 65535)),
@@ -417,29 +425,41 @@ cudaError_t LaunchSgemmWgmma3xTf32(const SgemmArgs& args, cudaStream_t stream) {
         if (!trans) {
           PackKMajor<true><<<grid, block, 0, stream>>>(
               x, ld, 1, member_stride, rows, chunk.k, kp, rows_pad,
-              member_floats, out);
+              member_floats, big, small);
         } else {
           PackKMajor<false><<<grid, block, 0, stream>>>(
               x, 1, ld, member_stride, rows, chunk.k, kp, rows_pad,
-              member_floats, out);
+              member_floats, big, small);
         }
       };
       pack(chunk.a, chunk.trans_a, chunk.lda, chunk.m, mp, chunk.stride_a,
-           packed);
+           packed, nullptr);
       pack(chunk.b, !chunk.trans_b, chunk.ldb, chunk.n, np, chunk.stride_b,
-           packed + mp * kp);
+           packed + mp * kp, packed + (mp + np) * kp);
       err = cudaGetLastError();
     }
-    if (err == cudaSuccess) {
-      err = cudaFuncSetAttribute(SgemmWgmma3xTf32Kernel,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 kSharedBytes);
-    }
-    if (err == cudaSuccess) {
-      SgemmWgmma3xTf32Kernel<<<dim3(tiles_m * tiles_n, 1, chunk.batch_count),
-                               kThreads, kSharedBytes, stream>>>(
-          chunk, packed, kp, tiles_m, tiles_n, member_floats);
-      err = cudaGetLastError();
+    auto launch = [&](auto kernel) {
+      if (err == cudaSuccess) {
+        err = cudaFuncSetAttribute(
+            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
+      }
+      if (err == cudaSuccess) {
+        kernel<<<dim3(tiles_m * tiles_n, 1, chunk.batch_count), kThreads,
+                 kSharedBytes, stream>>>(chunk, packed, kp, tiles_m, tiles_n,
+                                         member_floats);
+        err = cudaGetLastError();
+      }
+    };
+    static const int slices_per_sum = [] {
+      const char* v = std::getenv("GEMM_V12_SLICES_PER_SUM");
+      return v == nullptr ? 2 : std::atoi(v);
+    }();
+    if (slices_per_sum == 1) {
+      launch(SgemmWgmma3xTf32Kernel<1>);
+    } else if (slices_per_sum == 4) {
+      launch(SgemmWgmma3xTf32Kernel<4>);
+    } else {
+      launch(SgemmWgmma3xTf32Kernel<2>);
     }
     if (packed != nullptr) {
       const cudaError_t freed = cudaFreeAsync(packed, stream);
