@@ -39,7 +39,7 @@ namespace {
 // Bytes of workspace a device's pool keeps between launches. The device's
 // default pool would hand its memory back at every synchronization, and
 // mapping it again takes longer than a skinny product.
-constexpr uint64_t kWorkspaceKeptBytes = uint64_t{64} << 20;
+constexpr uint64_t kWorkspaceKeptBytes = uint64_t{1} << 30;
 
 using detail::BatchMember;
 using detail::CeilDiv;

@@ -363,6 +363,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
+// How many slices' products the Tensor Cores sum before each float32 add.
+// Their truncating sums add an error that grows with the slices summed but
+// not with K, while float32's own error grows with K: longer sums are
+// faster, and keep v12's error under cuBLAS SGEMM's where K is long.
+int SlicesPerSum(int k) {
+  if (k >= 4096) return 4;
+  if (k >= 2048) return 2;
+  return 1;
+}
+
 }  // namespace
 
 bool SgemmWgmmaSupported(int device) {
@@ -450,10 +460,13 @@ cudaError_t LaunchSgemmWgmma3xTf32(const SgemmArgs& args, cudaStream_t stream) {
         err = cudaGetLastError();
       }
     };
-    static const int slices_per_sum = [] {
+    static const int forced_slices_per_sum = [] {
       const char* v = std::getenv("GEMM_V12_SLICES_PER_SUM");
-      return v == nullptr ? 2 : std::atoi(v);
+      return v == nullptr ? 0 : std::atoi(v);
     }();
+    const int slices_per_sum = forced_slices_per_sum != 0
+                                   ? forced_slices_per_sum
+                                   : SlicesPerSum(chunk.k);
     if (slices_per_sum == 1) {
       launch(SgemmWgmma3xTf32Kernel<1>);
     } else if (slices_per_sum == 4) {
