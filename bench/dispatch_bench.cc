@@ -23,10 +23,10 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/precision.h"
 #include "kernels/launch_timer.h"
 #include "kernels/sgemm.h"
 #include "server/cuda_executor.h"
-#include "server/dispatch_calibration.h"
 
 namespace {
 
@@ -66,12 +66,17 @@ double TimeMs(const std::string& name, int m, int n, int k, const float* a,
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out, cache;
+  std::string out, cache, precision_name = "fp32";
   int reps = 7;
   CLI::App app{"dispatch-bench: auto vs the best of its candidate kernels"};
   app.add_option("--out", out, "JSON file");
   app.add_option("--dispatch-cache", cache, "as gemm-server's flag");
   app.add_option("--reps", reps)->capture_default_str();
+  app.add_option("--precision", precision_name,
+                 "auto's precision: fp32 or fp32-tensor (the candidates it "
+                 "allows)")
+      ->check(CLI::IsMember({"fp32", "fp32-tensor"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   gemm::server::CudaExecutor::Options options;
@@ -126,7 +131,16 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
-  const std::vector<std::string> candidates = gemm::server::AutoCandidates();
+  // The table's candidates that this precision allows.
+  const gemm::Precision precision = gemm::PrecisionNamed(precision_name);
+  std::vector<std::string> candidates;
+  for (const std::string& name : policy.kernels()) {
+    const auto* kernel = KernelRegistry::Global().Find(name);
+    if (kernel != nullptr &&
+        gemm::KernelMayServe(kernel->precision(), precision)) {
+      candidates.push_back(name);
+    }
+  }
   std::vector<std::string> rows;
   double worst = 0, sum_auto = 0, sum_best = 0;
   int own_chosen = 0;
@@ -143,7 +157,13 @@ int main(int argc, char** argv) {
     for (const std::string& name : candidates) {
       ms.push_back(TimeMs(name, s[0], s[1], s[2], a, b, c, stream, reps));
     }
-    const std::string chosen = policy.Choose(shape);
+    const absl::StatusOr<std::string> resolved =
+        (*executor)->ResolveKernel(shape, "auto", precision);
+    if (!resolved.ok()) {
+      std::fprintf(stderr, "auto: %s\n", resolved.status().ToString().c_str());
+      return 1;
+    }
+    const std::string& chosen = *resolved;
     const size_t best_index =
         std::min_element(ms.begin(), ms.end()) - ms.begin();
     const size_t chosen_index =
@@ -182,13 +202,14 @@ int main(int argc, char** argv) {
       worst, sum_auto / sum_best, own_chosen, shapes.size(),
       policy.origin().c_str(), policy.entries().size(), create_s);
   const std::string json = absl::StrFormat(
-      "{\"device\": \"%s\", \"table\": \"%s\", \"table_shapes\": %d, "
+      "{\"device\": \"%s\", \"precision\": \"%s\", \"table\": \"%s\", "
+      "\"table_shapes\": %d, "
       "\"candidates\": [\"%s\"], \"own_kernel_chosen\": %d, "
       "\"executor_start_s\": %.3f, \"reps\": %d, \"worst_auto_over_best\": "
       "%.4f, \"sweep_auto_over_best\": %.4f, \"shapes\": [%s]}",
-      devices.front().name, policy.origin(), policy.entries().size(),
-      absl::StrJoin(candidates, "\", \""), own_chosen, create_s, reps, worst,
-      sum_auto / sum_best, absl::StrJoin(rows, ",\n  "));
+      devices.front().name, precision_name, policy.origin(),
+      policy.entries().size(), absl::StrJoin(candidates, "\", \""), own_chosen,
+      create_s, reps, worst, sum_auto / sum_best, absl::StrJoin(rows, ",\n  "));
   if (!out.empty()) std::ofstream(out) << json << "\n";
   return 0;
 }

@@ -27,6 +27,11 @@ enum class Precision {
   kBf16,
 };
 
+// Every precision, in the enum's order.
+inline constexpr Precision kAllPrecisions[] = {
+    Precision::kFp32, Precision::kFp32Tensor, Precision::kTf32,
+    Precision::kBf16};
+
 // "fp32", "fp32-tensor", "tf32", "bf16".
 constexpr std::string_view PrecisionName(Precision p) {
   switch (p) {

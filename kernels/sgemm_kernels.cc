@@ -35,6 +35,16 @@ class ChapterSgemmKernel final : public SgemmKernel {
           absl::StrCat(name_, ": m and n must be <= ", kMaxTiledDim,
                        " (grid limit), got m=", args.m, " n=", args.n));
     }
+    return absl::OkStatus();
+  }
+
+  absl::Status Launch(const SgemmArgs& args,
+                      cudaStream_t stream) const override {
+    if (absl::Status status = CanImplement(args); !status.ok()) return status;
+    if (absl::Status status = ValidateStream(stream); !status.ok())
+      return status;
+    // A property of the device, not of the problem: checked here rather
+    // than in CanImplement, which holds without a GPU.
     if (needs_wgmma_) {
       int device = 0;
       if (cudaGetDevice(&device) != cudaSuccess ||
@@ -47,14 +57,6 @@ class ChapterSgemmKernel final : public SgemmKernel {
             device, " is not one"));
       }
     }
-    return absl::OkStatus();
-  }
-
-  absl::Status Launch(const SgemmArgs& args,
-                      cudaStream_t stream) const override {
-    if (absl::Status status = CanImplement(args); !status.ok()) return status;
-    if (absl::Status status = ValidateStream(stream); !status.ok())
-      return status;
     return CudaStatus(launcher_(args, stream),
                       absl::StrCat("sgemm ", name_, " launch"));
   }

@@ -29,7 +29,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/sgemm_common.cuh"
@@ -460,19 +459,15 @@ cudaError_t LaunchSgemmWgmma3xTf32(const SgemmArgs& args, cudaStream_t stream) {
         err = cudaGetLastError();
       }
     };
-    static const int forced_slices_per_sum = [] {
-      const char* v = std::getenv("GEMM_V12_SLICES_PER_SUM");
-      return v == nullptr ? 0 : std::atoi(v);
-    }();
-    const int slices_per_sum = forced_slices_per_sum != 0
-                                   ? forced_slices_per_sum
-                                   : SlicesPerSum(chunk.k);
-    if (slices_per_sum == 1) {
-      launch(SgemmWgmma3xTf32Kernel<1>);
-    } else if (slices_per_sum == 4) {
-      launch(SgemmWgmma3xTf32Kernel<4>);
-    } else {
-      launch(SgemmWgmma3xTf32Kernel<2>);
+    switch (SlicesPerSum(chunk.k)) {
+      case 1:
+        launch(SgemmWgmma3xTf32Kernel<1>);
+        break;
+      case 2:
+        launch(SgemmWgmma3xTf32Kernel<2>);
+        break;
+      default:
+        launch(SgemmWgmma3xTf32Kernel<4>);
     }
     if (packed != nullptr) {
       const cudaError_t freed = cudaFreeAsync(packed, stream);

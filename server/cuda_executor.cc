@@ -10,6 +10,7 @@
 #include "common/abft.h"
 #include "common/status_macros.h"
 #include "kernels/sgemm.h"
+#include "kernels/sgemm_launchers.h"
 #include "server/chunk_run.h"
 #include "server/dispatch_calibration.h"
 #include "server/size_class.h"
@@ -134,8 +135,14 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
                                                    options.streams_per_device);
 
   if (options.calibrate) {
+    // v12 joins auto where every device runs it.
+    bool with_wgmma = true;
+    for (const std::unique_ptr<CudaDevice>& device : executor->devices_) {
+      with_wgmma =
+          with_wgmma && kernels::SgemmWgmmaSupported(device->ordinal());
+    }
     absl::StatusOr<DispatchPolicy> calibrated =
-        CalibrateDispatch(*executor->devices_.front(), options);
+        CalibrateDispatch(*executor->devices_.front(), options, with_wgmma);
     if (calibrated.ok()) {
       executor->policy_ = std::move(*calibrated);
     } else {
@@ -143,6 +150,19 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
                    calibrated.status().ToString());
       executor->policy_ = DispatchPolicy::Fixed("cublas");
     }
+  }
+  for (Precision precision : kAllPrecisions) {
+    std::vector<bool> allowed;
+    for (const std::string& name : executor->policy_.kernels()) {
+      const SgemmKernel* kernel = KernelRegistry::Global().Find(name);
+      allowed.push_back(kernel != nullptr &&
+                        KernelMayServe(kernel->precision(), precision));
+    }
+    const size_t at = static_cast<size_t>(precision);
+    if (executor->auto_allowed_.size() <= at) {
+      executor->auto_allowed_.resize(at + 1);
+    }
+    executor->auto_allowed_[at] = std::move(allowed);
   }
   spdlog::info(
       "CUDA backend: {} device(s) ({}), {} stream(s) each; dispatch "
@@ -237,8 +257,10 @@ absl::StatusOr<std::string> CudaExecutor::ResolveKernel(
         shape.ToString(), needed, smallest_budget_));
   }
   if (requested.empty() || requested == "auto") {
-    if (KernelMayServe(Precision::kFp32, precision)) {
-      return policy_.Choose(shape);
+    const size_t at = static_cast<size_t>(precision);
+    if (at < auto_allowed_.size()) {
+      std::string chosen = policy_.Choose(shape, auto_allowed_[at]);
+      if (!chosen.empty()) return chosen;
     }
     for (const std::string& name : kernels()) {
       if (KernelRegistry::Global().Find(name)->precision() == precision) {

@@ -145,6 +145,9 @@ class CudaExecutor final : public Executor {
   std::vector<std::unique_ptr<CudaDevice>> devices_;
   std::unique_ptr<StreamSlots> slots_;
   DispatchPolicy policy_;
+  // Per Precision (its enum value): which of policy_'s kernels a job of
+  // that precision allows (KernelMayServe).
+  std::vector<std::vector<bool>> auto_allowed_;
   uint64_t smallest_budget_ = 0;
   ResultCorrupter corrupter_;
 };

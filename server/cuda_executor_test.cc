@@ -14,6 +14,7 @@
 #include "common/reference_gemm.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_presence.h"
+#include "kernels/sgemm.h"
 #include "server/dispatch_calibration.h"
 #include "server/pinned_host_pool.h"
 
@@ -134,10 +135,24 @@ TEST_F(CudaExecutorTest, ResolvesKernels) {
   auto chosen = executor_->ResolveKernel(Shape(1024, 1024, 1024), "auto");
   ASSERT_TRUE(chosen.ok());
   // One of the candidates (dispatch_calibration.h).
-  const std::vector<std::string> candidates = AutoCandidates();
+  const std::vector<std::string> candidates = AutoCandidates(true);
   EXPECT_NE(std::find(candidates.begin(), candidates.end(), *chosen),
             candidates.end())
       << *chosen;
+  // auto picks only among the kernels the precision allows: v12 (3xTF32)
+  // for fp32-tensor where it is the fastest, never for fp32.
+  for (Precision precision : {Precision::kFp32, Precision::kFp32Tensor}) {
+    for (const GemmProblem& shape :
+         {Shape(64, 64, 64), Shape(1000, 999, 777), Shape(4096, 4096, 4096)}) {
+      auto resolved = executor_->ResolveKernel(shape, "auto", precision);
+      ASSERT_TRUE(resolved.ok()) << resolved.status();
+      const kernels::SgemmKernel* kernel =
+          kernels::KernelRegistry::Global().Find(*resolved);
+      ASSERT_NE(kernel, nullptr) << *resolved;
+      EXPECT_TRUE(KernelMayServe(kernel->precision(), precision))
+          << *resolved << " for " << PrecisionName(precision);
+    }
+  }
   EXPECT_EQ(*executor_->ResolveKernel(Shape(8, 8, 8), "v2"), "v2");
   EXPECT_EQ(executor_->ResolveKernel(Shape(8, 8, 8), "v99").status().code(),
             absl::StatusCode::kInvalidArgument);

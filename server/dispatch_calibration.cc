@@ -35,7 +35,7 @@ absl::StatusOr<double> TimeKernel(const SgemmKernel& kernel, uint32_t m,
 }
 
 // Measures every candidate on the grid, on operands in one device block.
-absl::StatusOr<DispatchPolicy> Measure(CudaDevice& device) {
+absl::StatusOr<DispatchPolicy> Measure(CudaDevice& device, bool with_wgmma) {
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device.ordinal()), "cudaSetDevice"));
   const std::vector<uint32_t> grid = DispatchPolicy::DefaultGrid();
   const uint64_t largest = uint64_t{grid.back()} * grid.back();
@@ -62,7 +62,7 @@ absl::StatusOr<DispatchPolicy> Measure(CudaDevice& device) {
     ASSIGN_OR_RETURN(
         DispatchPolicy measured,
         DispatchPolicy::Calibrate(
-            device.name(), AutoCandidates(), grid,
+            device.name(), AutoCandidates(with_wgmma), grid,
             [&](const std::string& name, uint32_t m, uint32_t n,
                 uint32_t k) -> absl::StatusOr<double> {
               const SgemmKernel* kernel = KernelRegistry::Global().Find(name);
@@ -90,20 +90,23 @@ absl::StatusOr<DispatchPolicy> Measure(CudaDevice& device) {
 // split-K kernels (v8, v11) are left out: their split count jumps between
 // the grid's shapes, so the nearest grid point misjudges them off the grid
 // (with v8, auto ran 333x555x777 1.27x slower than cuBLAS).
-std::vector<std::string> AutoCandidates() {
-  return {"v6", "v7", "v7-64x64", "v10", "v10-64x64", "cublas"};
+std::vector<std::string> AutoCandidates(bool with_wgmma) {
+  std::vector<std::string> candidates = {"v6",  "v7",        "v7-64x64",
+                                         "v10", "v10-64x64", "cublas"};
+  if (with_wgmma) candidates.push_back("v12");
+  return candidates;
 }
 
 absl::StatusOr<DispatchPolicy> CalibrateDispatch(
-    CudaDevice& device, const CudaExecutorOptions& options) {
+    CudaDevice& device, const CudaExecutorOptions& options, bool with_wgmma) {
   if (!options.dispatch_cache.empty()) {
     absl::StatusOr<DispatchPolicy> loaded = DispatchPolicy::Load(
-        options.dispatch_cache, device.name(), AutoCandidates());
+        options.dispatch_cache, device.name(), AutoCandidates(with_wgmma));
     if (loaded.ok()) return loaded;
     spdlog::info("dispatch cache not used ({}); calibrating",
                  loaded.status().ToString());
   }
-  ASSIGN_OR_RETURN(DispatchPolicy policy, Measure(device));
+  ASSIGN_OR_RETURN(DispatchPolicy policy, Measure(device, with_wgmma));
   if (!options.dispatch_cache.empty()) {
     absl::Status saved = policy.Save(options.dispatch_cache);
     if (!saved.ok()) spdlog::warn("dispatch cache: {}", saved.ToString());

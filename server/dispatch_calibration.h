@@ -9,8 +9,8 @@
 // device's first stream).
 //
 //   ASSIGN_OR_RETURN(DispatchPolicy policy,
-//                    CalibrateDispatch(device, options));
-//   std::string kernel = policy.Choose(problem);  // "v6", "v7" or "cublas"
+//                    CalibrateDispatch(device, options, true));
+//   std::string kernel = policy.Choose(problem);  // "v10", "v12", "cublas"...
 #ifndef GEMM_SERVER_DISPATCH_CALIBRATION_H_
 #define GEMM_SERVER_DISPATCH_CALIBRATION_H_
 
@@ -24,13 +24,15 @@
 
 namespace gemm::server {
 
-// The kernels "auto" chooses between.
-std::vector<std::string> AutoCandidates();
+// The kernels "auto" chooses between, in every precision: with_wgmma adds
+// v12 (3xTF32, fp32-tensor), which runs only on compute capability 9.0.
+// The executor lets auto pick among those a job's precision allows.
+std::vector<std::string> AutoCandidates(bool with_wgmma);
 
-// The dispatch table for `device`, from options.dispatch_cache or measured
-// on the device (see above).
+// The dispatch table for `device` over AutoCandidates(with_wgmma), from
+// options.dispatch_cache or measured on the device (see above).
 absl::StatusOr<DispatchPolicy> CalibrateDispatch(
-    CudaDevice& device, const CudaExecutorOptions& options);
+    CudaDevice& device, const CudaExecutorOptions& options, bool with_wgmma);
 
 }  // namespace gemm::server
 

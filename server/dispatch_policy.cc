@@ -30,6 +30,7 @@ DispatchPolicy DispatchPolicy::Fixed(const std::string& kernel) {
   DispatchPolicy policy;
   policy.kernels_ = {kernel};
   policy.origin_ = "fixed";
+  policy.Index();
   return policy;
 }
 
@@ -141,12 +142,9 @@ absl::StatusOr<DispatchPolicy> DispatchPolicy::Load(
 void DispatchPolicy::Index() {
   points_.clear();
   for (const Entry& e : entries_) {
-    Point p{Log2(e.m), Log2(e.n), Log2(e.k), 0};
-    for (size_t i = 1; i < e.ms.size(); ++i) {
-      if (e.ms[i] < e.ms[p.fastest]) p.fastest = i;
-    }
-    points_.push_back(p);
+    points_.push_back(Point{Log2(e.m), Log2(e.n), Log2(e.k)});
   }
+  every_kernel_.assign(kernels_.size(), true);
   // The grid's axes, and every point of their product with a time > 0 for
   // each kernel; otherwise no interpolation.
   std::set<uint32_t> ms, ns, ks;
@@ -210,6 +208,7 @@ void Bracket(const std::vector<double>& axis, double x, size_t* lower,
 }  // namespace
 
 bool DispatchPolicy::ChooseInterpolated(const GemmProblem& shape,
+                                        const std::vector<bool>& allowed,
                                         size_t* kernel) const {
   if (log_ms_.empty()) return false;
   size_t i, j, l;
@@ -220,6 +219,7 @@ bool DispatchPolicy::ChooseInterpolated(const GemmProblem& shape,
   const size_t nn = axis_n_.size(), nk = axis_k_.size();
   double best = std::numeric_limits<double>::infinity();
   for (size_t kernel_index = 0; kernel_index < log_ms_.size(); ++kernel_index) {
+    if (kernel_index >= allowed.size() || !allowed[kernel_index]) continue;
     const std::vector<double>& t = log_ms_[kernel_index];
     double estimate = 0;
     for (int di = 0; di < 2; ++di) {
@@ -244,24 +244,44 @@ bool DispatchPolicy::ChooseInterpolated(const GemmProblem& shape,
 }
 
 std::string DispatchPolicy::Choose(const GemmProblem& shape) const {
-  if (points_.empty()) return kernels_.empty() ? "" : kernels_.front();
-  if (size_t kernel = 0; ChooseInterpolated(shape, &kernel)) {
+  return Choose(shape, every_kernel_);
+}
+
+std::string DispatchPolicy::Choose(const GemmProblem& shape,
+                                   const std::vector<bool>& allowed) const {
+  const size_t usable = std::min(allowed.size(), kernels_.size());
+  size_t first_allowed = usable;
+  for (size_t i = 0; i < usable; ++i) {
+    if (allowed[i]) {
+      first_allowed = i;
+      break;
+    }
+  }
+  if (first_allowed == usable) return "";
+  if (points_.empty()) return kernels_[first_allowed];
+  if (size_t kernel = 0; ChooseInterpolated(shape, allowed, &kernel)) {
     return kernels_[kernel];
   }
   const double lm = Log2(shape.m), ln = Log2(shape.n), lk = Log2(shape.k);
-  const Point* nearest = &points_.front();
+  size_t nearest = 0;
   double best = std::numeric_limits<double>::infinity();
-  for (const Point& p : points_) {
-    const double dm = lm - p.log_m;
-    const double dn = ln - p.log_n;
-    const double dk = lk - p.log_k;
+  for (size_t i = 0; i < points_.size(); ++i) {
+    const double dm = lm - points_[i].log_m;
+    const double dn = ln - points_[i].log_n;
+    const double dk = lk - points_[i].log_k;
     const double d = dm * dm + dn * dn + dk * dk;
     if (d < best) {
       best = d;
-      nearest = &p;
+      nearest = i;
     }
   }
-  return kernels_[nearest->fastest];
+  // The nearest point's fastest allowed kernel.
+  const std::vector<double>& ms = entries_[nearest].ms;
+  size_t fastest = first_allowed;
+  for (size_t i = first_allowed + 1; i < usable; ++i) {
+    if (allowed[i] && ms[i] < ms[fastest]) fastest = i;
+  }
+  return kernels_[fastest];
 }
 
 }  // namespace gemm::server

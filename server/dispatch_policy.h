@@ -71,6 +71,11 @@ class DispatchPolicy {
 
   // The kernel "auto" runs for `shape`.
   std::string Choose(const GemmProblem& shape) const;
+  // The fastest for `shape` of the kernels with allowed[i] true (i indexes
+  // kernels(); a shorter mask leaves the rest out). Empty when none is
+  // allowed. The executor passes the kernels a job's precision allows.
+  std::string Choose(const GemmProblem& shape,
+                     const std::vector<bool>& allowed) const;
 
   const std::string& device_name() const { return device_name_; }
   const std::vector<std::string>& kernels() const { return kernels_; }
@@ -79,21 +84,22 @@ class DispatchPolicy {
   const std::string& origin() const { return origin_; }
 
  private:
-  // An entry as Choose() needs it: its shape in log2 and its fastest
-  // kernel, worked out once rather than per job (it was ~5% of the
-  // server's CPU for 128^3 jobs).
+  // An entry as Choose() needs it: its shape in log2, worked out once
+  // rather than per job (it was ~5% of the server's CPU for 128^3 jobs).
   struct Point {
     double log_m = 0, log_n = 0, log_k = 0;
-    size_t fastest = 0;
   };
   void Index();
   // The interpolated choice; false when the table is not a full grid.
-  bool ChooseInterpolated(const GemmProblem& shape, size_t* kernel) const;
+  bool ChooseInterpolated(const GemmProblem& shape,
+                          const std::vector<bool>& allowed,
+                          size_t* kernel) const;
 
   std::string device_name_;
   std::vector<std::string> kernels_;
   std::vector<Entry> entries_;
-  std::vector<Point> points_;  // one per entry
+  std::vector<Point> points_;       // one per entry
+  std::vector<bool> every_kernel_;  // Choose(shape)'s mask: all true
   // The full grid, when the entries form one: the axes' log2 values and
   // each kernel's log time at [m][n][k] (flattened), else empty.
   std::vector<double> axis_m_, axis_n_, axis_k_;

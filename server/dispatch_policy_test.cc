@@ -62,6 +62,35 @@ TEST(DispatchPolicyTest, InterpolatesBetweenGridPoints) {
   EXPECT_EQ(policy->Choose(Shape(8192, 8192, 8192)), "steady");
 }
 
+TEST(DispatchPolicyTest, ChoosesOnlyAmongAllowedKernels) {
+  // "big" wins above 512; with it left out, "small" is the choice there.
+  auto policy = DispatchPolicy::Calibrate("fake", {"small", "big"},
+                                          {64, 256, 1024, 4096}, FakeMeasure);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  EXPECT_EQ(policy->Choose(Shape(4096, 4096, 4096), {true, false}), "small");
+  EXPECT_EQ(policy->Choose(Shape(64, 64, 64), {false, true}), "big");
+  EXPECT_EQ(policy->Choose(Shape(4096, 4096, 4096), {true, true}), "big");
+  // A shorter mask leaves the rest out; none allowed: no choice.
+  EXPECT_EQ(policy->Choose(Shape(4096, 4096, 4096), {true}), "small");
+  EXPECT_EQ(policy->Choose(Shape(64, 64, 64), {false, false}), "");
+  EXPECT_EQ(policy->Choose(Shape(64, 64, 64), {}), "");
+
+  // The nearest-point path (a table that is not a full grid) obeys it too.
+  const std::string path =
+      std::string(std::getenv("TEST_TMPDIR")) + "/partial.tsv";
+  {
+    std::ofstream out(path);
+    out << "# gemm-server dispatch table "
+           "v1\ndevice\tfake\nkernels\tsmall\tbig\n"
+        << "64\t64\t64\t1.0\t2.0\n4096\t4096\t4096\t3.0\t1.0\n";
+  }
+  auto partial = DispatchPolicy::Load(path, "fake", {"small", "big"});
+  ASSERT_TRUE(partial.ok()) << partial.status();
+  EXPECT_EQ(partial->Choose(Shape(4000, 4000, 4000)), "big");
+  EXPECT_EQ(partial->Choose(Shape(4000, 4000, 4000), {true, false}), "small");
+  EXPECT_EQ(partial->Choose(Shape(70, 70, 70), {false, true}), "big");
+}
+
 TEST(DispatchPolicyTest, FixedAlwaysPicksItsKernel) {
   DispatchPolicy policy = DispatchPolicy::Fixed("cublas");
   EXPECT_EQ(policy.Choose(Shape(7, 7, 7)), "cublas");
