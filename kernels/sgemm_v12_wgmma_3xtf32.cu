@@ -70,11 +70,9 @@ constexpr int64_t kMaxWorkspaceBytes = int64_t{1} << 30;
 
 // The packed operands of a batch member, each K-major with row stride kp.
 struct PackedMember {
-  const float* a;         // mp x kp: op(A) (or the caller's A: see CopySlice)
-  const float* b_big;     // np x kp: big(op(B)^T)
-  const float* b_small;   // np x kp: small(op(B)^T)
-  int64_t lda = 0;        // the caller's A only: its row stride,
-  int a_rows = 0, k = 0;  // the rows left from the block's first, and k
+  const float* a;        // mp x kp: op(A)
+  const float* b_big;    // np x kp: big(op(B)^T)
+  const float* b_small;  // np x kp: small(op(B)^T)
 };
 
 // Writes rows x k of X (X(r, k) = x[r * row_stride + k * k_stride] of member
@@ -208,36 +206,24 @@ __device__ __forceinline__ void FenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// Copies slice `k0` of this block's rows into a stage: 3 tiles of 128 rows x
-// 8 chunks of 16 bytes, 4 chunks of each per thread, swizzled. B's parts come
-// from the workspace; A from it too, or, with kDirectA, straight from the
-// caller's matrix (row stride p.lda), zero-filling rows past a_rows and k
-// past p.k.
-template <bool kDirectA>
+// Copies slice `k0` of this block's packed rows into a stage: 3 tiles of 128
+// rows x 8 chunks of 16 bytes, 4 chunks of each per thread, swizzled.
 __device__ __forceinline__ void CopySlice(float* stage, const PackedMember& p,
                                           int64_t kp, int k0, int tid) {
   const int chunk = tid % 8;
-  const int k = k0 + chunk * 4;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int row = tid / 8 + 32 * i;
     const int dst = SwizzledOffset(row, chunk * 4);
-    const int64_t src = row * kp + k;
-    if (kDirectA) {
-      const int bytes =
-          row < p.a_rows ? 4 * max(0, min(4, p.k - k)) : 0;  // of 16
-      CopyAsync<16>(stage + dst, bytes > 0 ? p.a + row * p.lda + k : p.a,
-                    bytes);
-    } else {
-      CopyAsync<16>(stage + dst, p.a + src, 16);
-    }
+    const int64_t src = row * kp + k0 + chunk * 4;
+    CopyAsync<16>(stage + dst, p.a + src, 16);
     CopyAsync<16>(stage + kTileFloats + dst, p.b_big + src, 16);
     CopyAsync<16>(stage + 2 * kTileFloats + dst, p.b_small + src, 16);
   }
 }
 
-template <int kSlicesPerSum,  // slices summed on the Tensor Cores per add
-          bool kDirectA>      // A read from the caller's matrix, not packed
+template <
+    int kSlicesPerSum>  // slices summed on the Tensor Cores per float32 add
 __global__ void __launch_bounds__(kThreads, 1)
     SgemmWgmma3xTf32Kernel(SgemmArgs args, const float* packed, int kp,
                            int tiles_m, int tiles_n, int64_t member_floats) {
@@ -258,19 +244,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t mp = int64_t{tiles_m} * kBlockM,
                 np = int64_t{tiles_n} * kBlockN;
 
-  // The workspace of a member: A (unless kDirectA), then B's parts.
   const float* const member = packed + blockIdx.z * member_floats;
-  const float* const b_parts = kDirectA ? member : member + mp * kp;
-  PackedMember p{member + tile_m * int64_t{kBlockM} * kp,
-                 b_parts + tile_n * int64_t{kBlockN} * kp,
-                 b_parts + np * kp + tile_n * int64_t{kBlockN} * kp};
-  if (kDirectA) {
-    p.a = args.a + blockIdx.z * args.stride_a +
-          tile_m * int64_t{kBlockM} * args.lda;
-    p.lda = args.lda;
-    p.a_rows = args.m - tile_m * kBlockM;
-    p.k = args.k;
-  }
+  const PackedMember p{
+      member + tile_m * int64_t{kBlockM} * kp,
+      member + mp * kp + tile_n * int64_t{kBlockN} * kp,
+      member + (mp + np) * kp + tile_n * int64_t{kBlockN} * kp};
   const int slices = kp / kBlockK;
 
   // Two slices' copies ahead of the one multiplied: the stage of the slice
@@ -279,7 +257,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int s = 0; s < kAhead; ++s) {
     if (s < slices) {
-      CopySlice<kDirectA>(shared + s * kStageFloats, p, kp, s * kBlockK, tid);
+      CopySlice(shared + s * kStageFloats, p, kp, s * kBlockK, tid);
     }
     CommitCopies();  // one group per slice, empty ones past the end
   }
@@ -303,8 +281,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     {
       const int next = slice + kAhead;
       if (next < slices) {
-        CopySlice<kDirectA>(shared + (next % kStages) * kStageFloats, p, kp,
-                            next * kBlockK, tid);
+        CopySlice(shared + (next % kStages) * kStageFloats, p, kp,
+                  next * kBlockK, tid);
       }
       CommitCopies();
     }
@@ -420,12 +398,7 @@ cudaError_t LaunchSgemmWgmma3xTf32(const SgemmArgs& args, cudaStream_t stream) {
             tiles_n = CeilDiv(args.n, kBlockN);
   const int64_t mp = int64_t{tiles_m} * kBlockM,
                 np = int64_t{tiles_n} * kBlockN;
-  // A stored as it is, 16-byte aligned rows and members, is read in place;
-  // otherwise it is packed too.
-  const bool direct_a = !args.trans_a && args.lda % 4 == 0 &&
-                        reinterpret_cast<uintptr_t>(args.a) % 16 == 0 &&
-                        (args.batch_count == 1 || args.stride_a % 4 == 0);
-  const int64_t member_floats = ((direct_a ? 0 : mp) + 2 * np) * kp;
+  const int64_t member_floats = (mp + 2 * np) * kp;
   // Members per launch: the whole batch, or as many as keep the workspace
   // under kMaxWorkspaceBytes (at least one).
   const int64_t fit = std::max<int64_t>(
@@ -468,13 +441,10 @@ cudaError_t LaunchSgemmWgmma3xTf32(const SgemmArgs& args, cudaStream_t stream) {
               member_floats, big, small);
         }
       };
-      float* const b_parts = direct_a ? packed : packed + mp * kp;
-      if (!direct_a) {
-        pack(chunk.a, chunk.trans_a, chunk.lda, chunk.m, mp, chunk.stride_a,
-             packed, nullptr);
-      }
+      pack(chunk.a, chunk.trans_a, chunk.lda, chunk.m, mp, chunk.stride_a,
+           packed, nullptr);
       pack(chunk.b, !chunk.trans_b, chunk.ldb, chunk.n, np, chunk.stride_b,
-           b_parts, b_parts + np * kp);
+           packed + mp * kp, packed + (mp + np) * kp);
       err = cudaGetLastError();
     }
     auto launch = [&](auto kernel) {
@@ -489,23 +459,15 @@ cudaError_t LaunchSgemmWgmma3xTf32(const SgemmArgs& args, cudaStream_t stream) {
         err = cudaGetLastError();
       }
     };
-    auto launch_direct = [&](auto direct) {
-      constexpr bool kDirect = decltype(direct)::value;
-      switch (SlicesPerSum(chunk.k)) {
-        case 1:
-          launch(SgemmWgmma3xTf32Kernel<1, kDirect>);
-          break;
-        case 2:
-          launch(SgemmWgmma3xTf32Kernel<2, kDirect>);
-          break;
-        default:
-          launch(SgemmWgmma3xTf32Kernel<4, kDirect>);
-      }
-    };
-    if (direct_a) {
-      launch_direct(std::true_type{});
-    } else {
-      launch_direct(std::false_type{});
+    switch (SlicesPerSum(chunk.k)) {
+      case 1:
+        launch(SgemmWgmma3xTf32Kernel<1>);
+        break;
+      case 2:
+        launch(SgemmWgmma3xTf32Kernel<2>);
+        break;
+      default:
+        launch(SgemmWgmma3xTf32Kernel<4>);
     }
     if (packed != nullptr) {
       const cudaError_t freed = cudaFreeAsync(packed, stream);
