@@ -52,11 +52,12 @@ using detail::WaitCopies;
 constexpr int kBlockM = 128;  // rows of C per block: two warpgroups of 64
 constexpr int kBlockN = 128;  // columns of C per block: wgmma's n
 constexpr int kBlockK = 32;   // a slice: one 128-byte row per m or n
-constexpr int kStages = 4;
+constexpr int kStages = 3;
 constexpr int kThreads = 256;
-// A tile of a slice (of A, B's high parts or B's residuals): 128 rows of 32.
+// A tile of a slice (the high parts or the residuals of A or of B): 128 rows
+// of 32. A stage holds A's two, then B's two.
 constexpr int kTileFloats = 128 * kBlockK;
-constexpr int kStageFloats = 3 * kTileFloats;
+constexpr int kStageFloats = 4 * kTileFloats;
 // The swizzle's pattern repeats every 1024 bytes; the tiles start on such a
 // boundary (the dynamic shared memory is aligned by hand: + 1024).
 constexpr int kSwizzleBytes = 1024;
@@ -70,7 +71,8 @@ constexpr int64_t kMaxWorkspaceBytes = int64_t{1} << 30;
 
 // The packed operands of a batch member, each K-major with row stride kp.
 struct PackedMember {
-  const float* a;        // mp x kp: op(A)
+  const float* a_big;    // mp x kp: big(op(A))
+  const float* a_small;  // mp x kp: small(op(A))
   const float* b_big;    // np x kp: big(op(B)^T)
   const float* b_small;  // np x kp: small(op(B)^T)
 };
@@ -157,32 +159,27 @@ __device__ __forceinline__ void WgmmaWait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending)
                : "memory");
 }
-__device__ __forceinline__ void PinFragment(uint32_t (&a)[4]) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[i])::"memory");
-}
 // Keeps the compiler from moving reads of d across the wait above.
 __device__ __forceinline__ void PinRegisters(float (&d)[64]) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
-// d += a * b for one m64n128k8 TF32 step of the warpgroup: a from registers
-// (this thread's fragment, TF32 bit patterns), b from shared memory through
-// its descriptor. With scale_d == 0, d = a * b.
-__device__ __forceinline__ void WgmmaTf32(float (&d)[64],
-                                          const uint32_t (&a)[4],
+// d += a * b for one m64n128k8 TF32 step of the warpgroup, both operands
+// read from shared memory through their descriptors. With scale_d == 0,
+// d = a * b.
+__device__ __forceinline__ void WgmmaTf32(float (&d)[64], uint64_t a_desc,
                                           uint64_t b_desc, int scale_d) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
-      "setp.ne.b32 p, %69, 0;\n"
+      "setp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "
       "%30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "
       "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, "
       "%58, %59, %60, %61, %62, %63}, "
-      "{%64, %65, %66, %67}, %68, p, 1, 1;\n"
+      "%64, %65, p, 1, 1;\n"
       "}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
         "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]),
@@ -197,7 +194,7 @@ __device__ __forceinline__ void WgmmaTf32(float (&d)[64],
         "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
         "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
+      : "l"(a_desc), "l"(b_desc), "r"(scale_d));
 }
 
 // Makes this thread's shared-memory writes (cp.async's included) visible to
@@ -206,7 +203,7 @@ __device__ __forceinline__ void FenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// Copies slice `k0` of this block's packed rows into a stage: 3 tiles of 128
+// Copies slice `k0` of this block's packed rows into a stage: 4 tiles of 128
 // rows x 8 chunks of 16 bytes, 4 chunks of each per thread, swizzled.
 __device__ __forceinline__ void CopySlice(float* stage, const PackedMember& p,
                                           int64_t kp, int k0, int tid) {
@@ -216,14 +213,14 @@ __device__ __forceinline__ void CopySlice(float* stage, const PackedMember& p,
     const int row = tid / 8 + 32 * i;
     const int dst = SwizzledOffset(row, chunk * 4);
     const int64_t src = row * kp + k0 + chunk * 4;
-    CopyAsync<16>(stage + dst, p.a + src, 16);
-    CopyAsync<16>(stage + kTileFloats + dst, p.b_big + src, 16);
-    CopyAsync<16>(stage + 2 * kTileFloats + dst, p.b_small + src, 16);
+    CopyAsync<16>(stage + dst, p.a_big + src, 16);
+    CopyAsync<16>(stage + kTileFloats + dst, p.a_small + src, 16);
+    CopyAsync<16>(stage + 2 * kTileFloats + dst, p.b_big + src, 16);
+    CopyAsync<16>(stage + 3 * kTileFloats + dst, p.b_small + src, 16);
   }
 }
 
-template <
-    int kSlicesPerSum>  // slices summed on the Tensor Cores per float32 add
+template <int kSlicesPerSum>  // slices summed on the Tensor Cores per add
 __global__ void __launch_bounds__(kThreads, 1)
     SgemmWgmma3xTf32Kernel(SgemmArgs args, const float* packed, int kp,
                            int tiles_m, int tiles_n, int64_t member_floats) {
@@ -245,38 +242,57 @@ __global__ void __launch_bounds__(kThreads, 1)
                 np = int64_t{tiles_n} * kBlockN;
 
   const float* const member = packed + blockIdx.z * member_floats;
-  const PackedMember p{
-      member + tile_m * int64_t{kBlockM} * kp,
-      member + mp * kp + tile_n * int64_t{kBlockN} * kp,
-      member + (mp + np) * kp + tile_n * int64_t{kBlockN} * kp};
+  const int64_t a_at = tile_m * int64_t{kBlockM} * kp,
+                b_at = 2 * mp * kp + tile_n * int64_t{kBlockN} * kp;
+  const PackedMember p{member + a_at, member + mp * kp + a_at, member + b_at,
+                       member + np * kp + b_at};
   const int slices = kp / kBlockK;
 
-  // Two slices' copies ahead of the one multiplied: the stage of the slice
-  // before it may still be read by its products (see below).
-  constexpr int kAhead = kStages - 2;
+  // Slices 0 and 1 in flight; then each pass starts the copies of slice + 2
+  // once the products of slice - 1 are done (see below). One commit group
+  // per slice, empty ones past the end, so that the count stays in step.
+  constexpr int kAhead = kStages - 1;
 #pragma unroll
   for (int s = 0; s < kAhead; ++s) {
     if (s < slices) {
       CopySlice(shared + s * kStageFloats, p, kp, s * kBlockK, tid);
     }
-    CommitCopies();  // one group per slice, empty ones past the end
+    CommitCopies();
   }
 
   float acc[64] = {};
   float slice_acc[64] = {};  // the first product of each sum overwrites it
-  // This thread's rows of the A tile: wgmma's fragment layout puts lane
-  // (group, in_group) of warp w of the warpgroup on rows 16 w + group and
-  // + 8, and on k in_group and + 4 of each k8 step.
-  const int a_row = warpgroup * 64 + warp * 16 + group;
-  // A's fragments of two slices: a slice's products read them as they run,
-  // and they run on while the next slice is prepared.
-  uint32_t a_big[2][4][4], a_small[2][4][4];
-  auto multiply_slice = [&](int slice, auto parity) {
-    constexpr int kParity = decltype(parity)::value;
+  for (int slice = 0; slice < slices; ++slice) {
     WaitCopies<kAhead - 1>();
     FenceProxyAsync();
-    // The slice is in; every thread has waited for the products of
-    // slice - 2, whose stage the copies below reuse.
+    __syncthreads();  // the slice is in, for every thread
+
+    // This warpgroup's 64 rows of A's tiles, and B's tiles.
+    const float* const stage = shared + (slice % kStages) * kStageFloats;
+    const int a_rows = warpgroup * 64 * kBlockK;
+    const uint64_t a_big = SwizzledTileDescriptor(stage + a_rows);
+    const uint64_t a_small =
+        SwizzledTileDescriptor(stage + kTileFloats + a_rows);
+    const uint64_t b_big = SwizzledTileDescriptor(stage + 2 * kTileFloats);
+    const uint64_t b_small = SwizzledTileDescriptor(stage + 3 * kTileFloats);
+    const bool first_of_sum = slice % kSlicesPerSum == 0;
+    WgmmaFence();
+#pragma unroll
+    for (int step = 0; step < 4; ++step) {
+      // + 32 bytes per k8 step: 2 in the descriptors' 16-byte units.
+      const int at = 2 * step;
+      WgmmaTf32(slice_acc, a_small + at, b_big + at,
+                !(first_of_sum && step == 0));
+      WgmmaTf32(slice_acc, a_big + at, b_small + at, 1);
+      WgmmaTf32(slice_acc, a_big + at, b_big + at, 1);
+    }
+    WgmmaCommit();
+    const bool sum_ends =
+        (slice + 1) % kSlicesPerSum == 0 || slice + 1 == slices;
+    // This slice's products run on; the previous slice's are done, here
+    // and (after the barrier) in the other warpgroup, so its stage can take
+    // the copies of slice + 2.
+    WgmmaWait<1>();
     __syncthreads();
     {
       const int next = slice + kAhead;
@@ -286,67 +302,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       CommitCopies();
     }
-    const float* const stage = shared + (slice % kStages) * kStageFloats;
-    uint32_t(&big)[4][4] = a_big[kParity];
-    uint32_t(&small)[4][4] = a_small[kParity];
-#pragma unroll
-    for (int step = 0; step < 4; ++step) {
-      const int k = step * 8 + in_group;
-      SplitTf32(stage[SwizzledOffset(a_row, k)], big[step][0], small[step][0]);
-      SplitTf32(stage[SwizzledOffset(a_row + 8, k)], big[step][1],
-                small[step][1]);
-      SplitTf32(stage[SwizzledOffset(a_row, k + 4)], big[step][2],
-                small[step][2]);
-      SplitTf32(stage[SwizzledOffset(a_row + 8, k + 4)], big[step][3],
-                small[step][3]);
-    }
-    const uint64_t b_big = SwizzledTileDescriptor(stage + kTileFloats);
-    const uint64_t b_small = SwizzledTileDescriptor(stage + 2 * kTileFloats);
-    const bool first_of_sum = slice % kSlicesPerSum == 0;
-    WgmmaFence();
-#pragma unroll
-    for (int step = 0; step < 4; ++step) {
-      // + 32 bytes per k8 step: 2 in the descriptor's 16-byte units.
-      WgmmaTf32(slice_acc, small[step], b_big + 2 * step,
-                !(first_of_sum && step == 0));
-      WgmmaTf32(slice_acc, big[step], b_small + 2 * step, 1);
-      WgmmaTf32(slice_acc, big[step], b_big + 2 * step, 1);
-    }
-    WgmmaCommit();
-    if ((slice + 1) % kSlicesPerSum == 0 || slice + 1 == slices) {
-      // The sum's last slice: all products done; add them in float32.
+    if (sum_ends) {
+      // All of the sum's products done: add them in float32.
       WgmmaWait<0>();
-#pragma unroll
-      for (int step = 0; step < 4; ++step) {
-        PinFragment(a_big[0][step]);
-        PinFragment(a_small[0][step]);
-        PinFragment(a_big[1][step]);
-        PinFragment(a_small[1][step]);
-      }
       PinRegisters(slice_acc);
 #pragma unroll
       for (int i = 0; i < 64; ++i) acc[i] += slice_acc[i];
-    } else {
-      // This slice's products may run on; the previous slice's are done.
-      WgmmaWait<1>();
-#pragma unroll
-      for (int step = 0; step < 4; ++step) {
-        PinFragment(a_big[1 - kParity][step]);
-        PinFragment(a_small[1 - kParity][step]);
-      }
-    }
-  };
-  for (int slice = 0; slice < slices; slice += 2) {
-    multiply_slice(slice, std::integral_constant<int, 0>{});
-    if (slice + 1 < slices) {
-      multiply_slice(slice + 1, std::integral_constant<int, 1>{});
     }
   }
 
-  // acc[4 j + v]: row a_row (+ 8 for v >= 2), column 8 j + 2 in_group (+ 1
-  // for odd v) of the block tile.
+  // acc[4 j + v]: row 64 warpgroup + 16 warp + group (+ 8 for v >= 2),
+  // column 8 j + 2 in_group (+ 1 for odd v) of the block tile.
   float* const c = args.c + blockIdx.z * args.stride_c;
-  const int row0 = tile_m * kBlockM + a_row;
+  const int row0 = tile_m * kBlockM + warpgroup * 64 + warp * 16 + group;
   const int col0 = tile_n * kBlockN + 2 * in_group;
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
@@ -398,7 +366,7 @@ cudaError_t LaunchSgemmWgmma3xTf32(const SgemmArgs& args, cudaStream_t stream) {
             tiles_n = CeilDiv(args.n, kBlockN);
   const int64_t mp = int64_t{tiles_m} * kBlockM,
                 np = int64_t{tiles_n} * kBlockN;
-  const int64_t member_floats = (mp + 2 * np) * kp;
+  const int64_t member_floats = 2 * (mp + np) * kp;
   // Members per launch: the whole batch, or as many as keep the workspace
   // under kMaxWorkspaceBytes (at least one).
   const int64_t fit = std::max<int64_t>(
@@ -442,9 +410,10 @@ cudaError_t LaunchSgemmWgmma3xTf32(const SgemmArgs& args, cudaStream_t stream) {
         }
       };
       pack(chunk.a, chunk.trans_a, chunk.lda, chunk.m, mp, chunk.stride_a,
-           packed, nullptr);
+           packed, packed + mp * kp);
+      float* const b_parts = packed + 2 * mp * kp;
       pack(chunk.b, !chunk.trans_b, chunk.ldb, chunk.n, np, chunk.stride_b,
-           packed + mp * kp, packed + (mp + np) * kp);
+           b_parts, b_parts + np * kp);
       err = cudaGetLastError();
     }
     auto launch = [&](auto kernel) {
