@@ -359,7 +359,9 @@ ABFT_COST_CASES = [
     for kernel in ("cublas", "v6")
 ]
 ABFT_SOAK_KERNELS = ["auto", "cublas", "v6", "v7", "v7-64x64", "v8", "v5", "v4", "v10",
-                     "v10-64x64", "v11"]
+                     "v10-64x64", "v11", "v12"]
+# The 3xTF32 kernels: a job names them with PRECISION_FP32_TENSOR.
+FP32_TENSOR_KERNELS = ("v9", "v12")
 
 
 def abft_soak_shapes(seed=17, count=48):
@@ -397,6 +399,8 @@ def scenario_abft(env):
             flags = ["--shapes", abft_soak_shapes(), "--kernel", kernel, "--check", "abft",
                      "--concurrency", "32", "--count", str(per_kernel), "--warmup-s", "0",
                      "--verify-every", "25", "--connections", "4"]
+            if kernel in FP32_TENSOR_KERNELS:
+                flags += ["--precision", "fp32-tensor"]
             report, client = load(env, server, name, flags, logs, timeout_s=600)
             soak.append({"name": name, "kernel": kernel, "client": client, "report": report})
     return {"cost": cost, "soak": soak}

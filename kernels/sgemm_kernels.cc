@@ -127,9 +127,10 @@ constexpr ChapterKernelEntry kChapterKernels[] = {
      "N <= 16, else 64x64): for skinny and deep-K problems",
      LaunchSgemmPipelinedSplitK},
     {"v12",
-     "3xTF32 on wgmma (Hopper only): operands packed K-major once (B split "
-     "into its TF32 parts), 128x128 tiles of two warpgroups fed by a 4-stage "
-     "cp.async pipeline in wgmma's swizzled layout; float32-accurate",
+     "3xTF32 on wgmma (Hopper only): both operands split once into TF32 "
+     "parts in a K-major workspace, 128x128 tiles of two warpgroups reading "
+     "them from 3 cp.async stages in wgmma's swizzled layout; "
+     "float32-accurate",
      LaunchSgemmWgmma3xTf32, Precision::kFp32Tensor, /*needs_wgmma=*/true},
 };
 

@@ -1,30 +1,33 @@
 // v12, 3xTF32 on Hopper's warpgroup Tensor Core instruction (wgmma). v9 ran
 // the 3xTF32 products on mma.sync, a warp at a time, and reached only 86-89%
 // of cuBLAS SGEMM: the splits, the fragment loads and the barriers left the
-// Tensor Cores idle most of the time. v12 moves the work around them:
+// Tensor Cores idle most of the time. v12 moves that work out of their way:
 //
-//  1. A packing pass (PackKMajor) writes each operand once into a workspace,
-//     K-major with K padded to whole slices and rows to whole tiles, zeros
-//     outside the matrix: A as it is; B as its TF32 high part and residual
-//     (SplitTf32, the split v9 uses), each in an array of its own. Every
-//     transpose and alignment becomes the same aligned layout here, so the
-//     multiply has no bounds checks and no transposed loads.
-//  2. The multiply: a block of two warpgroups owns a 128 x 128 tile of C, each
-//     warpgroup 64 rows. Slices of 32 k (one 128-byte row per m or n) are
-//     copied by cp.async into 4 shared-memory stages, laid out in the
-//     128-byte swizzle that wgmma's shared-memory descriptors read (the
-//     16-byte chunk c of row r sits at chunk c ^ (r % 8), which also keeps the
-//     fragment loads below free of bank conflicts). wgmma takes B's parts
-//     straight from shared memory and A from registers: each thread loads
-//     its fragment of A and splits it as it loads. Per k8 step, three
-//     m64n128k8 TF32 products: small(a)big(b), big(a)small(b), big(a)big(b).
-//  3. As in v9, the Tensor Cores truncate as they accumulate, so each slice's
-//     12 products are accumulated from zero into a fresh set of registers,
-//     which are then added to the running float32 sum (rounded to nearest)
-//     once per slice.
+//  1. A packing pass (PackKMajor) writes each operand once into a workspace
+//     as its TF32 high part and residual (SplitTf32, the split v9 uses),
+//     each in an array of its own, K-major (wgmma's TF32 operands must be)
+//     with K padded to whole slices and rows to whole tiles, zeros outside
+//     the matrix. Every transpose and alignment becomes the same aligned
+//     layout here, so the multiply has no bounds checks and no transposed
+//     loads.
+//  2. The multiply: a block of two warpgroups owns a 128 x 128 tile of C,
+//     each warpgroup 64 rows. Slices of 32 k (one 128-byte row per m or n)
+//     are copied by cp.async into 3 shared-memory stages of 4 tiles (A's
+//     parts, B's parts), laid out in the 128-byte swizzle that wgmma's
+//     shared-memory descriptors read (the 16-byte chunk c of row r sits at
+//     chunk c ^ (r % 8)). Per k8 step, three m64n128k8 TF32 products, both
+//     operands read by wgmma from shared memory: small(a)big(b),
+//     big(a)small(b), big(a)big(b). A slice's products run while the next
+//     slice is issued; a stage takes new copies once the products of the
+//     slice in it are done in both warpgroups.
+//  3. As in v9, the Tensor Cores truncate as they accumulate, so products
+//     are summed on them for kSlicesPerSum slices only (1, 2 or 4 by K:
+//     SlicesPerSum) from zero in a register set of their own, which is then
+//     added to the running float32 sum (rounded to nearest).
 //
-// wgmma exists only on sm_90 (compiled as sm_90a); the launcher refuses
-// other devices. docs/kernels.md has the measurements.
+// wgmma exists only on compute capability 9.0 (compiled as sm_90a); the
+// launcher refuses other devices. docs/kernels.md has the measurements of
+// each step.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -78,11 +81,10 @@ struct PackedMember {
 };
 
 // Writes rows x k of X (X(r, k) = x[r * row_stride + k * k_stride] of member
-// blockIdx.z) K-major into out (rows_pad x kp per member, zeros past rows and
-// k): as it is when small is null, else as its TF32 parts big and small. A
-// 32 x 32 tile per block of 32 x 8 threads, through shared memory, so that
-// both the reads (along whichever of r and k is contiguous) and the writes
-// (along k) coalesce.
+// blockIdx.z) K-major as its TF32 parts into big and small (rows_pad x kp
+// per member, zeros past rows and k). A 32 x 32 tile per block of 32 x 8
+// threads, through shared memory, so that both the reads (along whichever
+// of r and k is contiguous) and the writes (along k) coalesce.
 template <bool kKContiguous>  // k_stride == 1, else row_stride == 1
 __global__ void __launch_bounds__(256)
     PackKMajor(const float* x, int64_t row_stride, int64_t k_stride,
@@ -114,15 +116,10 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int i = 0; i < 32; i += 8) {
       const int64_t at = member_out + (r0 + ty + i) * kp + k0 + tx;
-      const float v = tile[ty + i][tx];
-      if (small == nullptr) {
-        big[at] = v;
-      } else {
-        uint32_t hi, lo;
-        SplitTf32(v, hi, lo);
-        big[at] = __uint_as_float(hi);
-        small[at] = __uint_as_float(lo);
-      }
+      uint32_t hi, lo;
+      SplitTf32(tile[ty + i][tx], hi, lo);
+      big[at] = __uint_as_float(hi);
+      small[at] = __uint_as_float(lo);
     }
     __syncthreads();  // the tile is read before the next one is written
   }
