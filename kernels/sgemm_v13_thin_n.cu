@@ -12,9 +12,8 @@
 //    (a broadcast).
 //  - A stored as it is: each thread reads 8 consecutive k of each of its
 //    rows as two 16-byte loads (a whole 32-byte sector), then does 2 x 8 x
-//    16 FMAs; the next 8 k are loaded before those FMAs. A stored
-//    transposed: the warp's 32 rows are consecutive in memory, so each k
-//    is one coalesced 128-byte load.
+//    16 FMAs. A stored transposed: the warp's 32 rows are consecutive in
+//    memory, so each k is one coalesced 128-byte load.
 //  - K is cut into ranges (splits) until there are about kBlocksPerSm
 //    blocks per SM; as in v11 each range writes its partial sums to a
 //    workspace and SumSplits adds them in split order (the same bits on
@@ -38,12 +37,12 @@ using detail::StoreOutput;
 constexpr int kThreads = 128;
 constexpr int kRowsPerThread = 2;
 constexpr int kBlockRows = kThreads * kRowsPerThread;
-constexpr int kN = 16;           // columns of C per thread (N <= kN)
-constexpr int kStepK = 8;        // k per step: two float4 of a row of A
+constexpr int kN = 16;      // columns of C per thread (N <= kN)
+constexpr int kStepK = 8;   // k per step: two float4 of a row of A
 constexpr int kMaxRangeK = 512;  // K range per block at most: B's slice fits
 constexpr int kBlocksPerSm = 4;
 
-template <bool kTransA,        // A is stored transposed (k x m)
+template <bool kTransA,       // A is stored transposed (k x m)
           bool kVectorAccess>  // A's rows may be read 16 bytes at a time
 __global__ void __launch_bounds__(kThreads)
     SgemmThinNKernel(SgemmArgs args, int splits, int k_per_split,
@@ -61,9 +60,9 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = threadIdx.x; i < range * kN; i += kThreads) {
     const int kk = i / kN, n = i % kN;
     const int64_t k = k_begin + kk;
-    b_slice[i] =
-        n < args.n ? (args.trans_b ? b[n * args.ldb + k] : b[k * args.ldb + n])
-                   : 0.f;
+    b_slice[i] = n < args.n ? (args.trans_b ? b[n * args.ldb + k]
+                                            : b[k * args.ldb + n])
+                            : 0.f;
   }
   __syncthreads();
 
@@ -79,8 +78,8 @@ __global__ void __launch_bounds__(kThreads)
   float acc[kRowsPerThread][kN] = {};
 
   // acc[r][n] += a_values[r][j] * B(k0 + j, n) for j < count.
-  auto multiply = [&](const float(&a_values)[kRowsPerThread][kStepK], int kk0,
-                      int count) {
+  auto multiply = [&](const float (&a_values)[kRowsPerThread][kStepK],
+                      int kk0, int count) {
 #pragma unroll
     for (int j = 0; j < kStepK; ++j) {
       if (j < count) {
@@ -101,10 +100,10 @@ __global__ void __launch_bounds__(kThreads)
     }
   };
 
-  // Loads step kk0's values of A for this thread's rows.
-  auto load = [&](int kk0, float(&a_values)[kRowsPerThread][kStepK]) {
+  for (int kk0 = 0; kk0 < range; kk0 += kStepK) {
     const int count = min(kStepK, range - kk0);
     const int64_t k0 = k_begin + kk0;
+    float a_values[kRowsPerThread][kStepK];
 #pragma unroll
     for (int r = 0; r < kRowsPerThread; ++r) {
       if (kTransA) {
@@ -112,8 +111,9 @@ __global__ void __launch_bounds__(kThreads)
         // warp's 32 consecutive rows.
 #pragma unroll
         for (int j = 0; j < kStepK; ++j) {
-          a_values[r][j] =
-              live[r] && j < count ? a[(k0 + j) * args.lda + rows[r]] : 0.f;
+          a_values[r][j] = live[r] && j < count
+                               ? a[(k0 + j) * args.lda + rows[r]]
+                               : 0.f;
         }
       } else {
         const float* const row = a + rows[r] * args.lda + k0;
@@ -136,20 +136,7 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
     }
-  };
-
-  // Each step's loads are issued before the previous step's arithmetic,
-  // so that A's latency hides behind it.
-  float a_now[kRowsPerThread][kStepK], a_next[kRowsPerThread][kStepK];
-  if (range > 0) load(0, a_now);
-  for (int kk0 = 0; kk0 < range; kk0 += kStepK) {
-    if (kk0 + kStepK < range) load(kk0 + kStepK, a_next);
-    multiply(a_now, kk0, min(kStepK, range - kk0));
-#pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) {
-#pragma unroll
-      for (int j = 0; j < kStepK; ++j) a_now[r][j] = a_next[r][j];
-    }
+    multiply(a_values, kk0, count);
   }
 
   float* const c = args.c + member * args.stride_c;
@@ -185,16 +172,17 @@ cudaError_t LaunchSgemmThinN(const SgemmArgs& args, cudaStream_t stream) {
   // blocks per SM.
   const int64_t blocks = int64_t{row_blocks} * args.batch_count;
   const int wanted = static_cast<int>(std::clamp<int64_t>(
-      CeilDiv(kBlocksPerSm * sms,
-              static_cast<int>(std::min<int64_t>(blocks, 1 << 20))),
+      CeilDiv(kBlocksPerSm * sms, static_cast<int>(std::min<int64_t>(
+                                      blocks, 1 << 20))),
       1, std::max(1, CeilDiv(args.k, kStepK))));
   int k_per_split =
       CeilDiv(CeilDiv(std::max(args.k, 1), wanted), kStepK) * kStepK;
   k_per_split = std::min(k_per_split, kMaxRangeK);
   const int splits = CeilDiv(std::max(args.k, 1), k_per_split);
-  const bool vector_access = !args.trans_a && args.lda % 4 == 0 &&
-                             reinterpret_cast<uintptr_t>(args.a) % 16 == 0 &&
-                             (args.batch_count == 1 || args.stride_a % 4 == 0);
+  const bool vector_access =
+      !args.trans_a && args.lda % 4 == 0 &&
+      reinterpret_cast<uintptr_t>(args.a) % 16 == 0 &&
+      (args.batch_count == 1 || args.stride_a % 4 == 0);
   const int members_per_launch = std::max(1, detail::kMaxGridZ / splits);
   cudaMemPool_t pool;
   if (splits > 1) {
@@ -211,11 +199,11 @@ cudaError_t LaunchSgemmThinN(const SgemmArgs& args, cudaStream_t stream) {
     chunk.c += first * args.stride_c;
     float* partials = nullptr;
     if (splits > 1) {
-      const cudaError_t err =
-          cudaMallocFromPoolAsync(reinterpret_cast<void**>(&partials),
-                                  sizeof(float) * splits * chunk.batch_count *
-                                      int64_t{chunk.m} * chunk.n,
-                                  pool, stream);
+      const cudaError_t err = cudaMallocFromPoolAsync(
+          reinterpret_cast<void**>(&partials),
+          sizeof(float) * splits * chunk.batch_count * int64_t{chunk.m} *
+              chunk.n,
+          pool, stream);
       if (err != cudaSuccess) return err;
     }
     const dim3 grid(row_blocks, 1, chunk.batch_count * splits);
