@@ -61,7 +61,6 @@ KEY_CHANGE = {
     "v10-64x64": "v10 with 64x64 block tiles (4 warps, 4 stages)",
     "v11": "split-K on v10's pipeline, tile by shape, deterministic sum",
     "v12": "3xTF32 on wgmma (Hopper; operands split once into a K-major workspace; fp32-tensor)",
-    "v13": "thin N (N <= 16): rows of A streamed against B in shared memory, split K",
 }
 
 

@@ -132,11 +132,6 @@ constexpr ChapterKernelEntry kChapterKernels[] = {
      "them from 3 cp.async stages in wgmma's swizzled layout; "
      "float32-accurate",
      LaunchSgemmWgmma3xTf32, Precision::kFp32Tensor, /*needs_wgmma=*/true},
-    {"v13",
-     "thin N: for N <= 16, each thread streams 2 rows of A (16-byte loads) "
-     "against B's slice in shared memory, K split until the GPU is full, "
-     "the splits summed in order; v11 for wider N",
-     LaunchSgemmThinN},
 };
 
 }  // namespace

@@ -54,8 +54,6 @@ cudaError_t LaunchSgemmPipelinedSplitK(const SgemmArgs& args,
                                        cudaStream_t stream);  // v11
 cudaError_t LaunchSgemmWgmma3xTf32(const SgemmArgs& args,
                                    cudaStream_t stream);  // v12, 3xTF32
-cudaError_t LaunchSgemmThinN(const SgemmArgs& args,
-                             cudaStream_t stream);  // v13
 
 // True when `device` runs v12's wgmma code: compute capability 9.0 (v12 is
 // built for sm_90a only). Elsewhere its launcher returns
@@ -68,13 +66,6 @@ bool SgemmWgmmaSupported(int device);
 // memory back at every synchronization, and mapping it again takes longer
 // than a skinny product. Thread-safe.
 cudaError_t SgemmWorkspacePool(int device, cudaMemPool_t* pool);
-
-// The split-K epilogue of v11 and v13: C = alpha * (the sum of each
-// element's `splits` partials, in split order) + beta * C for every member
-// of args (C not read where beta is 0). partials holds, per member and
-// split, a dense m x n partial product: [member][split][m][n].
-cudaError_t LaunchSumSplits(const SgemmArgs& args, int splits,
-                            const float* partials, cudaStream_t stream);
 
 // True when v5 (and v6, v7) can use 16-byte global accesses for `args`: every
 // base pointer 16-byte aligned, every leading dimension and batch stride a

@@ -192,7 +192,8 @@ cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
     });
     // Without the partials there is nothing to sum: C is left as it was.
     if (splits > 1 && launched == cudaSuccess) {
-      launched = LaunchSumSplits(chunk, splits, partials, stream);
+      SumSplits<<<264, 256, 0, stream>>>(chunk, splits, partials);
+      launched = cudaGetLastError();
     }
     if (partials != nullptr) {
       const cudaError_t freed = cudaFreeAsync(partials, stream);
@@ -205,12 +206,6 @@ cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
 }
 
 }  // namespace
-
-cudaError_t LaunchSumSplits(const SgemmArgs& args, int splits,
-                            const float* partials, cudaStream_t stream) {
-  SumSplits<<<264, 256, 0, stream>>>(args, splits, partials);
-  return cudaGetLastError();
-}
 
 cudaError_t SgemmWorkspacePool(int device, cudaMemPool_t* pool) {
   static std::mutex mu;
