@@ -148,6 +148,12 @@ TEST_F(GpuIntegrationTest, PrecisionIsTheCallersChoice) {
   EXPECT_EQ(precision_of["cublas-tf32"], "tf32");
   EXPECT_EQ(precision_of["cublas-bf16"], "bf16");
   EXPECT_EQ(precision_of["v9"], "fp32-tensor");
+  EXPECT_EQ(precision_of["v12"], "fp32-tensor");
+  // v12 (wgmma) runs only on compute capability 9.0.
+  bool hopper = !info->devices().empty();
+  for (const auto& device : info->devices()) {
+    hopper = hopper && device.compute_capability() == "9.0";
+  }
   struct Case {
     v1::Precision precision;
     const char* kernel;
@@ -158,8 +164,10 @@ TEST_F(GpuIntegrationTest, PrecisionIsTheCallersChoice) {
        {Case{v1::PRECISION_DEFAULT, "", "fp32", kTolerance},
         Case{v1::PRECISION_FP32_TENSOR, "", "fp32", kTolerance},
         Case{v1::PRECISION_FP32_TENSOR, "v9", "fp32-tensor", kTolerance},
+        Case{v1::PRECISION_FP32_TENSOR, "v12", "fp32-tensor", kTolerance},
         Case{v1::PRECISION_TF32, "cublas-tf32", "tf32", 5e-3},
         Case{v1::PRECISION_BF16, "cublas-bf16", "bf16", 3e-2}}) {
+    if (std::string(c.kernel) == "v12" && !hopper) continue;
     for (bool trans : {false, true}) {
       TestJob job(333, 257, 1001, trans, !trans, 1.0f, trans ? 0.5f : 0.0f, 9);
       job.args.precision = c.precision;
@@ -181,7 +189,7 @@ TEST_F(GpuIntegrationTest, PrecisionIsTheCallersChoice) {
   }
   // A kernel of another precision is refused, naming both; so is the
   // Tensor Core kernel for a job that did not opt in.
-  for (const char* kernel : {"cublas-tf32", "v9"}) {
+  for (const char* kernel : {"cublas-tf32", "v9", "v12"}) {
     TestJob mismatch(64, 64, 64, false, false, 1.0f, 0.0f, 10, kernel);
     auto refused = client_->Gemm(mismatch.args, mismatch.out.data());
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
