@@ -151,19 +151,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
       executor->policy_ = DispatchPolicy::Fixed("cublas");
     }
   }
-  for (Precision precision : kAllPrecisions) {
-    std::vector<bool> allowed;
-    for (const std::string& name : executor->policy_.kernels()) {
-      const SgemmKernel* kernel = KernelRegistry::Global().Find(name);
-      allowed.push_back(kernel != nullptr &&
-                        KernelMayServe(kernel->precision(), precision));
-    }
-    const size_t at = static_cast<size_t>(precision);
-    if (executor->auto_allowed_.size() <= at) {
-      executor->auto_allowed_.resize(at + 1);
-    }
-    executor->auto_allowed_[at] = std::move(allowed);
-  }
+  executor->auto_allowed_ = AllowedByPrecision(executor->policy_.kernels());
   spdlog::info(
       "CUDA backend: {} device(s) ({}), {} stream(s) each; dispatch "
       "table {}",

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/precision.h"
 #include "common/status_macros.h"
 #include "kernels/launch_timer.h"
 #include "kernels/sgemm.h"
@@ -95,6 +96,21 @@ std::vector<std::string> AutoCandidates(bool with_wgmma) {
                                          "v10", "v10-64x64", "cublas"};
   if (with_wgmma) candidates.push_back("v12");
   return candidates;
+}
+
+std::vector<std::vector<bool>> AllowedByPrecision(
+    const std::vector<std::string>& kernels) {
+  std::vector<std::vector<bool>> allowed;
+  for (Precision precision : kAllPrecisions) {
+    const size_t at = static_cast<size_t>(precision);
+    if (allowed.size() <= at) allowed.resize(at + 1);
+    for (const std::string& name : kernels) {
+      const SgemmKernel* kernel = KernelRegistry::Global().Find(name);
+      allowed[at].push_back(kernel != nullptr &&
+                            KernelMayServe(kernel->precision(), precision));
+    }
+  }
+  return allowed;
 }
 
 absl::StatusOr<DispatchPolicy> CalibrateDispatch(

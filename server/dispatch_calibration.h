@@ -29,6 +29,12 @@ namespace gemm::server {
 // The executor lets auto pick among those a job's precision allows.
 std::vector<std::string> AutoCandidates(bool with_wgmma);
 
+// For each precision (indexed by its enum value), which of `kernels` a job
+// of that precision may run (KernelMayServe): the masks the executor hands
+// DispatchPolicy::Choose.
+std::vector<std::vector<bool>> AllowedByPrecision(
+    const std::vector<std::string>& kernels);
+
 // The dispatch table for `device` over AutoCandidates(with_wgmma), from
 // options.dispatch_cache or measured on the device (see above).
 absl::StatusOr<DispatchPolicy> CalibrateDispatch(
