@@ -1,6 +1,6 @@
 // dispatch-bench: how close "auto" comes to the best of its candidates (the
-// project's best own kernel and cuBLAS: server/dispatch_calibration.h's
-// AutoCandidates()).
+// dispatch table's kernels that --precision allows: the project's best own
+// kernels and cuBLAS, server/dispatch_calibration.h's AutoCandidates()).
 //
 // Builds a CudaExecutor (which calibrates its dispatch table, or loads it
 // from --dispatch-cache), then times every candidate on a sweep of shapes

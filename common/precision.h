@@ -9,6 +9,7 @@
 #ifndef GEMM_COMMON_PRECISION_H_
 #define GEMM_COMMON_PRECISION_H_
 
+#include <cstddef>
 #include <string_view>
 
 namespace gemm {
@@ -31,6 +32,9 @@ enum class Precision {
 inline constexpr Precision kAllPrecisions[] = {
     Precision::kFp32, Precision::kFp32Tensor, Precision::kTf32,
     Precision::kBf16};
+static_assert(sizeof(kAllPrecisions) / sizeof(kAllPrecisions[0]) ==
+                  static_cast<size_t>(Precision::kBf16) + 1,
+              "kAllPrecisions lists every Precision");
 
 // "fp32", "fp32-tensor", "tf32", "bf16".
 constexpr std::string_view PrecisionName(Precision p) {

@@ -41,6 +41,9 @@ class SgemmKernel {
   virtual std::string_view description() const = 0;  // one line
   // The arithmetic it computes in (common/precision.h).
   virtual Precision precision() const { return Precision::kFp32; }
+  // Whether CUDA device `device` can run it at all (v12's wgmma needs
+  // compute capability 9.0); Launch on another is UNIMPLEMENTED.
+  virtual bool RunsOnDevice(int device) const { return true; }
   // OK when Launch can run `args`; INVALID_ARGUMENT (or UNIMPLEMENTED for a
   // shape outside this kernel's limits) otherwise. Launches nothing.
   virtual absl::Status CanImplement(const SgemmArgs& args) const = 0;

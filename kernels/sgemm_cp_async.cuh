@@ -2,7 +2,8 @@
 // from global straight into shared memory (SliceCopier) and the main loop
 // that multiplies a block's tile over a K range while the next slices are
 // in flight (CpAsyncMainloop). v10's file tells the design; v11 runs the
-// same main loop over a part of K. Included by .cu files only.
+// same main loop over a part of K; v12 uses the copy primitives
+// (CopyAsync, CommitCopies, WaitCopies). Included by .cu files only.
 //
 // Thread-safety: device code; each block owns its shared memory.
 //

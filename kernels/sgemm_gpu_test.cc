@@ -165,9 +165,9 @@ class SgemmGpuTest : public ::testing::TestWithParam<std::string> {
     if (!gpu->present) GTEST_SKIP() << "no GPU: " << gpu->why_absent;
     kernel_ = KernelRegistry::Global().Find(GetParam());
     ASSERT_NE(kernel_, nullptr);
-    // v12 (wgmma) runs only on compute capability 9.0 and says so.
-    if (GetParam() == "v12" && !SgemmWgmmaSupported(0)) {
-      GTEST_SKIP() << "v12 needs a compute capability 9.0 GPU";
+    // v12 (wgmma) runs only on compute capability 9.0.
+    if (!kernel_->RunsOnDevice(0)) {
+      GTEST_SKIP() << GetParam() << " does not run on this GPU";
     }
     ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
               cudaSuccess);

@@ -26,6 +26,9 @@ class ChapterSgemmKernel final : public SgemmKernel {
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return description_; }
   Precision precision() const override { return precision_; }
+  bool RunsOnDevice(int device) const override {
+    return !needs_wgmma_ || SgemmWgmmaSupported(device);
+  }
 
   absl::Status CanImplement(const SgemmArgs& args) const override {
     if (absl::Status status = ValidateSgemmArgs(args); !status.ok())
@@ -47,9 +50,11 @@ class ChapterSgemmKernel final : public SgemmKernel {
     // than in CanImplement, which holds without a GPU.
     if (needs_wgmma_) {
       int device = 0;
-      if (cudaGetDevice(&device) != cudaSuccess ||
-          !SgemmWgmmaSupported(device)) {
+      if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) {
         cudaGetLastError();
+        return CudaStatus(err, "cudaGetDevice");
+      }
+      if (!RunsOnDevice(device)) {
         return absl::UnimplementedError(absl::StrCat(
             name_,
             ": needs a compute capability 9.0 GPU (Hopper's wgmma); "
@@ -57,8 +62,19 @@ class ChapterSgemmKernel final : public SgemmKernel {
             device, " is not one"));
       }
     }
-    return CudaStatus(launcher_(args, stream),
-                      absl::StrCat("sgemm ", name_, " launch"));
+    const cudaError_t err = launcher_(args, stream);
+    if (err == cudaSuccess) return absl::OkStatus();
+    // Leave no error behind for the next caller's cudaGetLastError (a
+    // sticky one stays regardless).
+    cudaGetLastError();
+    if (err == cudaErrorMemoryAllocation) {
+      // v11's and v12's workspaces come from a pool outside the server's
+      // device-memory budget.
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "sgemm ", name_, ": no device memory for its workspace (",
+          cudaGetErrorString(err), ")"));
+    }
+    return CudaStatus(err, absl::StrCat("sgemm ", name_, " launch"));
   }
 
  private:

@@ -134,13 +134,20 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
   executor->slots_ = std::make_unique<StreamSlots>(executor->devices_.size(),
                                                    options.streams_per_device);
 
-  if (options.calibrate) {
-    // v12 joins auto where every device runs it.
-    bool with_wgmma = true;
+  // The kernels every device runs (v12 only where all are sm_90): the
+  // ones this backend offers, and auto's candidates.
+  for (const std::string& name : KernelRegistry::Global().Names()) {
+    const SgemmKernel* kernel = KernelRegistry::Global().Find(name);
+    bool everywhere = true;
     for (const std::unique_ptr<CudaDevice>& device : executor->devices_) {
-      with_wgmma =
-          with_wgmma && kernels::SgemmWgmmaSupported(device->ordinal());
+      everywhere = everywhere && kernel->RunsOnDevice(device->ordinal());
     }
+    if (everywhere) executor->kernels_.push_back(name);
+  }
+  if (options.calibrate) {
+    const bool with_wgmma =
+        std::find(executor->kernels_.begin(), executor->kernels_.end(),
+                  "v12") != executor->kernels_.end();
     absl::StatusOr<DispatchPolicy> calibrated =
         CalibrateDispatch(*executor->devices_.front(), options, with_wgmma);
     if (calibrated.ok()) {
@@ -216,9 +223,7 @@ MemoryUse CudaExecutor::memory_use() const {
   return use;
 }
 
-std::vector<std::string> CudaExecutor::kernels() const {
-  return KernelRegistry::Global().Names();
-}
+std::vector<std::string> CudaExecutor::kernels() const { return kernels_; }
 
 std::vector<KernelDescription> CudaExecutor::kernel_details() const {
   std::vector<KernelDescription> details;
@@ -263,6 +268,14 @@ absl::StatusOr<std::string> CudaExecutor::ResolveKernel(
   if (const SgemmKernel* kernel =
           KernelRegistry::Global().Find(std::string(requested));
       kernel != nullptr) {
+    if (std::find(kernels_.begin(), kernels_.end(), requested) ==
+        kernels_.end()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "params.kernel: '", requested,
+          "' does not run on every GPU of this server (v12 needs compute "
+          "capability 9.0); available: auto, ",
+          absl::StrJoin(kernels_, ", ")));
+    }
     if (!KernelMayServe(kernel->precision(), precision)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "params.kernel: '", requested, "' computes in ",

@@ -76,9 +76,11 @@ class CudaExecutor final : public Executor {
   std::vector<DeviceDescription> devices() const override;
   std::vector<std::string> kernels() const override;
   std::vector<KernelDescription> kernel_details() const override;
-  // "auto" chooses by shape among the float32 kernels (DispatchPolicy) for
-  // float32 and the float32-accurate Tensor Core mode, and is cuBLAS's
-  // Tensor Core entry for TF32 and BF16.
+  // "auto" chooses by shape (DispatchPolicy) among the candidates the
+  // precision allows: the float32 kernels for float32, those and v12
+  // (3xTF32, where every device runs it) for the float32-accurate Tensor
+  // Core mode; for TF32 and BF16 it is cuBLAS's Tensor Core entry. A named
+  // kernel must be one of kernels().
   absl::StatusOr<std::string> ResolveKernel(
       const GemmProblem& problem, absl::string_view requested,
       Precision precision = Precision::kFp32) const override;
@@ -145,6 +147,8 @@ class CudaExecutor final : public Executor {
   std::vector<std::unique_ptr<CudaDevice>> devices_;
   std::unique_ptr<StreamSlots> slots_;
   DispatchPolicy policy_;
+  // The registry's kernels that every device runs, in its order.
+  std::vector<std::string> kernels_;
   // Per Precision (its enum value): which of policy_'s kernels a job of
   // that precision allows (KernelMayServe).
   std::vector<std::vector<bool>> auto_allowed_;

@@ -87,7 +87,8 @@ absl::StatusOr<DispatchPolicy> Measure(CudaDevice& device, bool with_wgmma) {
 // The project's best own kernels, as tile configurations measured per
 // shape, and cuBLAS: v10 wins on large and odd shapes, v10-64x64 and
 // v7-64x64 where the 128 x 128 grid is too small for the GPU, v6 and v7 on
-// some mid-sized ones (docs/kernels.md); v0..v5 never beat them. The
+// some mid-sized ones (docs/kernels.md); v0..v5 never beat them. With
+// with_wgmma, v12 (3xTF32) for the jobs whose precision allows it. The
 // split-K kernels (v8, v11) are left out: their split count jumps between
 // the grid's shapes, so the nearest grid point misjudges them off the grid
 // (with v8, auto ran 333x555x777 1.27x slower than cuBLAS).

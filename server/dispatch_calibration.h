@@ -10,7 +10,8 @@
 //
 //   ASSIGN_OR_RETURN(DispatchPolicy policy,
 //                    CalibrateDispatch(device, options, true));
-//   std::string kernel = policy.Choose(problem);  // "v10", "v12", "cublas"...
+//   std::string kernel = policy.Choose(
+//       problem, AllowedByPrecision(policy.kernels())[int(Precision::kFp32)]);
 #ifndef GEMM_SERVER_DISPATCH_CALIBRATION_H_
 #define GEMM_SERVER_DISPATCH_CALIBRATION_H_
 

@@ -5,10 +5,11 @@
 // kernel (AutoCandidates(), dispatch_calibration.h). Choose() estimates
 // each kernel's time at the shape by interpolating the logarithms of its
 // times at the eight grid points around it (trilinear, on log2 m, n and k;
-// shapes beyond the grid take its edge) and returns the fastest: where two
-// kernels cross between grid points the nearest point alone would pick the
-// wrong one. A table that is not a full grid falls back to the nearest
-// point's fastest kernel. The table is
+// shapes beyond the grid take its edge) and returns the fastest of those a
+// mask allows (the executor's: the candidates of the job's precision): where
+// two kernels cross between grid points the nearest point alone would pick
+// the wrong one. A table that is not a full grid falls back to the nearest
+// point's fastest allowed kernel. The table is
 // measured once at start (Calibrate, with a measuring function the CUDA
 // executor supplies, so this file needs no GPU) and may be cached in a
 // small text file (Save/Load), keyed by the device name.
@@ -69,7 +70,8 @@ class DispatchPolicy {
       const std::vector<std::string>& kernels);
   absl::Status Save(const std::string& path) const;
 
-  // The kernel "auto" runs for `shape`.
+  // The fastest candidate for `shape`, of every precision (tests; the
+  // executor always passes a mask).
   std::string Choose(const GemmProblem& shape) const;
   // The fastest for `shape` of the kernels with allowed[i] true (i indexes
   // kernels(); a shorter mask leaves the rest out). Empty when none is
