@@ -64,7 +64,7 @@ bool SgemmWgmmaSupported(int device);
 // on `device` (cudaMallocFromPoolAsync), made at its first use. It keeps up to
 // 1 GiB reserved between launches: the device's default pool would hand its
 // memory back at every synchronization, and mapping it again takes longer
-// than a skinny product (and 13% of a 4096^3 one for v12). It is outside the
+// than a skinny product (and 7% of a 4096^3 one for v12). It is outside the
 // server's device-memory budget; running out is RESOURCE_EXHAUSTED.
 // Thread-safe.
 cudaError_t SgemmWorkspacePool(int device, cudaMemPool_t* pool);
