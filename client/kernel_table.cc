@@ -65,6 +65,13 @@ KernelTable::Row MeasureKernel(GemmClient* client,
 
 }  // namespace
 
+v1::Precision PrecisionToRun(absl::string_view kernel_precision) {
+  if (kernel_precision == "fp32-tensor") return v1::PRECISION_FP32_TENSOR;
+  if (kernel_precision == "tf32") return v1::PRECISION_TF32;
+  if (kernel_precision == "bf16") return v1::PRECISION_BF16;
+  return v1::PRECISION_FP32;
+}
+
 absl::StatusOr<KernelTable> MeasureKernels(GemmClient* client,
                                            const KernelTableOptions& options) {
   absl::StatusOr<v1::InfoResponse> info = client->Info();
@@ -94,9 +101,7 @@ absl::StatusOr<KernelTable> MeasureKernels(GemmClient* client,
   }
   for (const auto& [kernel, precision] : kernels) {
     args.kernel = kernel;
-    args.precision = precision == "tf32"   ? v1::PRECISION_TF32
-                     : precision == "bf16" ? v1::PRECISION_BF16
-                                           : v1::PRECISION_FP32;
+    args.precision = PrecisionToRun(precision);
     table.rows.push_back(
         MeasureKernel(client, table.options, kernel, args, want));
     table.rows.back().precision = precision;

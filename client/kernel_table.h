@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "client/gemm_client.h"
 #include "common/gemm_problem.h"
 
@@ -35,7 +36,8 @@ struct KernelTableOptions {
 struct KernelTable {
   struct Row {
     std::string kernel;
-    // The arithmetic it computes in ("fp32", "tf32", "bf16").
+    // The arithmetic it computes in ("fp32", "fp32-tensor", "tf32",
+    // "bf16").
     std::string precision = "fp32";
     // Medians of the timed runs.
     double compute_ms = 0, server_ms = 0, client_ms = 0;
@@ -54,6 +56,11 @@ struct KernelTable {
 
 // Runs every kernel of the server's Info on options.problem. Fails only when
 // Info does; a kernel's failure is in its row.
+// The GemmParams.precision that lets a kernel of Info's `kernel_precision`
+// ("fp32", "fp32-tensor", "tf32", "bf16") run: the server refuses a kernel
+// whose arithmetic the job did not ask for (v9 and v12 need fp32-tensor).
+v1::Precision PrecisionToRun(absl::string_view kernel_precision);
+
 absl::StatusOr<KernelTable> MeasureKernels(GemmClient* client,
                                            const KernelTableOptions& options);
 
