@@ -224,18 +224,26 @@ void DispatchTransposes(const SgemmArgs& args, Launch&& launch) {
   }
 }
 
+// Members [first, first + count) of args' batch as a batch of their own:
+// the pointers moved to member `first`. a and b may be null when k == 0;
+// they are never read then, and stay null.
+inline SgemmArgs BatchChunk(const SgemmArgs& args, int first, int count) {
+  SgemmArgs chunk = args;
+  chunk.batch_count = count;
+  if (chunk.a != nullptr) chunk.a += first * args.stride_a;
+  if (chunk.b != nullptr) chunk.b += first * args.stride_b;
+  chunk.c += first * args.stride_c;
+  return chunk;
+}
+
 // Runs launch_one(chunk) for batch chunks of at most kMaxGridZ members (the
 // chunk's pointers moved to its first member) and checks each launch.
 template <typename LaunchOne>
 cudaError_t ForEachBatchChunk(const SgemmArgs& args, LaunchOne&& launch_one) {
   if (args.m == 0 || args.n == 0) return cudaSuccess;
   for (int first = 0; first < args.batch_count; first += kMaxGridZ) {
-    SgemmArgs chunk = args;
-    chunk.batch_count = std::min(kMaxGridZ, args.batch_count - first);
-    // a and b may be null when k == 0; they are never read then.
-    if (chunk.a != nullptr) chunk.a += first * args.stride_a;
-    if (chunk.b != nullptr) chunk.b += first * args.stride_b;
-    chunk.c += first * args.stride_c;
+    const SgemmArgs chunk =
+        BatchChunk(args, first, std::min(kMaxGridZ, args.batch_count - first));
     launch_one(chunk);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;

@@ -155,11 +155,8 @@ cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
   // The grid's z holds members times splits.
   const int members_per_launch = std::max(1, detail::kMaxGridZ / splits);
   for (int first = 0; first < args.batch_count; first += members_per_launch) {
-    SgemmArgs chunk = args;
-    chunk.batch_count = std::min(members_per_launch, args.batch_count - first);
-    if (chunk.a != nullptr) chunk.a += first * args.stride_a;
-    if (chunk.b != nullptr) chunk.b += first * args.stride_b;
-    chunk.c += first * args.stride_c;
+    const SgemmArgs chunk = detail::BatchChunk(
+        args, first, std::min(members_per_launch, args.batch_count - first));
     float* partials = nullptr;
     if (splits > 1) {
       cudaMemPool_t pool;

@@ -374,11 +374,8 @@ cudaError_t LaunchSgemmWgmma3xTf32(const SgemmArgs& args, cudaStream_t stream) {
   if (cudaError_t err = SgemmWorkspacePool(device, &pool); err != cudaSuccess)
     return err;
   for (int first = 0; first < args.batch_count; first += per_launch) {
-    SgemmArgs chunk = args;
-    chunk.batch_count = std::min(per_launch, args.batch_count - first);
-    if (chunk.a != nullptr) chunk.a += first * args.stride_a;
-    if (chunk.b != nullptr) chunk.b += first * args.stride_b;
-    chunk.c += first * args.stride_c;
+    const SgemmArgs chunk = detail::BatchChunk(
+        args, first, std::min(per_launch, args.batch_count - first));
     float* packed = nullptr;
     cudaError_t err = cudaSuccess;
     if (kp > 0) {  // with k == 0 nothing is read: C = beta * C

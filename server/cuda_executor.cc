@@ -134,16 +134,8 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
   executor->slots_ = std::make_unique<StreamSlots>(executor->devices_.size(),
                                                    options.streams_per_device);
 
-  // The kernels every device runs (v12 only where all are sm_90): the
-  // ones this backend offers, and auto's candidates.
-  for (const std::string& name : KernelRegistry::Global().Names()) {
-    const SgemmKernel* kernel = KernelRegistry::Global().Find(name);
-    bool everywhere = true;
-    for (const std::unique_ptr<CudaDevice>& device : executor->devices_) {
-      everywhere = everywhere && kernel->RunsOnDevice(device->ordinal());
-    }
-    if (everywhere) executor->kernels_.push_back(name);
-  }
+  // The kernels this backend offers, and auto's candidates among them.
+  executor->kernels_ = KernelsEveryDeviceRuns(executor->devices_);
   if (options.calibrate) {
     const bool with_wgmma =
         std::find(executor->kernels_.begin(), executor->kernels_.end(),

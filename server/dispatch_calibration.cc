@@ -99,6 +99,20 @@ std::vector<std::string> AutoCandidates(bool with_wgmma) {
   return candidates;
 }
 
+std::vector<std::string> KernelsEveryDeviceRuns(
+    const std::vector<std::unique_ptr<CudaDevice>>& devices) {
+  std::vector<std::string> names;
+  for (const std::string& name : KernelRegistry::Global().Names()) {
+    const SgemmKernel* kernel = KernelRegistry::Global().Find(name);
+    bool everywhere = true;
+    for (const std::unique_ptr<CudaDevice>& device : devices) {
+      everywhere = everywhere && kernel->RunsOnDevice(device->ordinal());
+    }
+    if (everywhere) names.push_back(name);
+  }
+  return names;
+}
+
 std::vector<std::vector<bool>> AllowedByPrecision(
     const std::vector<std::string>& kernels) {
   std::vector<std::vector<bool>> allowed;

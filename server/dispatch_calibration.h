@@ -15,6 +15,7 @@
 #ifndef GEMM_SERVER_DISPATCH_CALIBRATION_H_
 #define GEMM_SERVER_DISPATCH_CALIBRATION_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,11 @@ namespace gemm::server {
 // v12 (3xTF32, fp32-tensor), which runs only on compute capability 9.0.
 // The executor lets auto pick among those a job's precision allows.
 std::vector<std::string> AutoCandidates(bool with_wgmma);
+
+// The registry's kernels that every one of `devices` runs (v12 only where
+// all are compute capability 9.0), in the registry's order.
+std::vector<std::string> KernelsEveryDeviceRuns(
+    const std::vector<std::unique_ptr<CudaDevice>>& devices);
 
 // For each precision (indexed by its enum value), which of `kernels` a job
 // of that precision may run (KernelMayServe): the masks the executor hands
