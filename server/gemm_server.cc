@@ -119,6 +119,18 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsOf(
   return grpc::SslServerCredentials(ssl);
 }
 
+// Options::max_client_unary_reads in force: a client's requests being read
+// (each up to a message) fill at most a quarter of gRPC's resource quota,
+// so that one client's unfinished requests leave room for the others'.
+size_t UnaryReadsPerClient(const GemmServer::Options& options) {
+  if (options.max_client_unary_reads > 0) return options.max_client_unary_reads;
+  if (options.grpc_memory_bytes == 0) return 8;
+  const uint64_t message =
+      std::max<uint64_t>(options.limits.max_message_bytes, 1);
+  return static_cast<size_t>(
+      std::max<uint64_t>(options.grpc_memory_bytes / 4 / message, 1));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
@@ -183,6 +195,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   service_options.coalesce_small_writes = options.coalesce_small_writes;
   service_options.metrics = server->metrics_.get();
   service_options.regions = options.regions;
+  service_options.max_client_unary_reads = UnaryReadsPerClient(options);
   server->service_ = std::make_unique<GemmServiceImpl>(
       service_options, server->executor_.get(), server->scheduler_.get());
 
@@ -212,6 +225,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
         credentials);
   }
   builder.RegisterService(server->service_.get());
+  builder.RegisterCallbackGenericService(server->service_->unary_calls());
   for (grpc::Service* service : server->reflection_->services()) {
     builder.RegisterService(service);
   }

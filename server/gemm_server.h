@@ -101,6 +101,13 @@ class GemmServer {
     // this is a brake on what the in-flight budget cannot see (partial
     // messages), sized well above normal use. Default 2 GiB; 0: none.
     uint64_t grpc_memory_bytes = uint64_t{2} << 30;
+    // Unary Gemm requests of one client read at once; its other unary
+    // calls wait unread (up to limits.max_client_jobs of them), each
+    // holding at most its stream's window in gRPC's buffers
+    // (unary_read_gate.h). 0 (the default): as many as fill a quarter of
+    // grpc_memory_bytes with messages of limits.max_message_bytes, at
+    // least 1 (8 with the defaults); 8 without a quota.
+    size_t max_client_unary_reads = 0;
     // Largest metadata (headers) of a request, in bytes
     // (GRPC_ARG_MAX_METADATA_SIZE). Default 16 KiB; 0: gRPC's own (8 KiB).
     int max_metadata_bytes = 16 << 10;

@@ -38,7 +38,18 @@ GemmStreamReactor::Options StreamOptions(
   return stream;
 }
 
-// A stream refused before anything is read (UNAUTHENTICATED).
+// The unary method served through the generic API.
+constexpr char kGemmMethod[] = "/gemm.v1.GemmService/Gemm";
+
+UnaryReadGate::Options ReadGateOptions(
+    const GemmServiceImpl::Options& options) {
+  UnaryReadGate::Options gate;
+  gate.max_reads_per_client = options.max_client_unary_reads;
+  gate.max_waiting_per_client = options.limits.max_client_jobs;
+  return gate;
+}
+
+// A call refused before anything is read (UNAUTHENTICATED, UNIMPLEMENTED).
 class RefusedStream
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
@@ -61,7 +72,8 @@ GemmServiceImpl::GemmServiceImpl(const Options& options, Executor* executor,
       scheduler_(scheduler),
       regions_(options.regions, executor),
       intake_(IntakeOptions(options, &regions_), executor, scheduler),
-      stream_options_(StreamOptions(options)) {
+      stream_options_(StreamOptions(options)),
+      read_gate_(ReadGateOptions(options)) {
   const absl::Duration stall = options.limits.job_stall_timeout;
   const absl::Duration idle = options.regions.idle_timeout;
   absl::Duration period = absl::Seconds(1);
@@ -162,17 +174,114 @@ absl::StatusOr<std::string> GemmServiceImpl::Identify(
   return options_.authenticator->Identify(context);
 }
 
-grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  open_unary_calls_.fetch_add(1);
+// One unary Gemm call, served as a stream of the generic API: it waits for
+// its client's turn to read (UnaryReadGate), reads its one request message
+// and ends as a unary call does, with one response and the status, or the
+// status alone. It lives until gRPC is done with it (OnDone), which is
+// after Answer().
+class GemmServiceImpl::UnaryGemmCall final
+    : public grpc::ServerGenericBidiReactor,
+      public UnaryReadGate::Waiter {
+ public:
+  UnaryGemmCall(GemmServiceImpl* service, grpc::CallbackServerContext* context,
+                std::string client)
+      : service_(service), context_(context), client_(std::move(client)) {
+    service_->open_unary_calls_.fetch_add(1);
+  }
+
+  // Takes a turn, or waits for one; after construction, since the read may
+  // start at once.
+  void Begin() {
+    const absl::Status status = service_->read_gate_.Enter(client_, this);
+    if (!status.ok()) Refuse(status);
+  }
+
+  grpc::CallbackServerContext* context() const { return context_; }
+  const std::string& client() const { return client_; }
+  grpc::ByteBuffer* request() { return &request_; }
+
+  // Ends the call: `response` with OK, or `status` alone. Once only; the
+  // call may be gone when it returns.
+  void Answer(const absl::Status& status, grpc::ByteBuffer response = {}) {
+    service_->open_unary_calls_.fetch_sub(1);
+    if (!status.ok()) {
+      Finish(ToGrpcStatus(status));
+      return;
+    }
+    response_ = std::move(response);
+    StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+  }
+
+  void StartReading() override { StartRead(&request_); }
+
+  // Ends a call whose job was never declared (no turn, no message).
+  void Refuse(const absl::Status& status) override {
+    service_->intake_.events().Refused(client_, "unary call", nullptr, status);
+    service_->intake_.counts().CountRejected(status.code());
+    Answer(status);
+  }
+
+  void OnReadDone(bool ok) override {
+    // The turn goes to the client's next call whatever came of this one.
+    service_->read_gate_.Leave(client_);
+    if (!ok) {
+      Refuse(context_->IsCancelled()
+                 ? absl::CancelledError(
+                       "the call ended while its request was arriving")
+                 : absl::InvalidArgumentError(
+                       "the unary call ended without its request message"));
+      return;
+    }
+    service_->AdmitUnary(this);
+  }
+
+  void OnCancel() override {
+    // A call still waiting for its turn ends here; one being read ends in
+    // OnReadDone, one admitted when its job answers.
+    if (service_->read_gate_.Withdraw(client_, this)) {
+      Refuse(absl::CancelledError(
+          "the call ended while waiting for its request to be read"));
+    }
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  GemmServiceImpl* const service_;
+  grpc::CallbackServerContext* const context_;
+  const std::string client_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+};
+
+grpc::ServerGenericBidiReactor* GemmServiceImpl::UnaryCalls::CreateReactor(
+    grpc::GenericCallbackServerContext* context) {
+  if (context->method() != kGemmMethod) {
+    return new RefusedStream(grpc::Status(
+        grpc::StatusCode::UNIMPLEMENTED,
+        absl::StrCat("no method ", QuoteClientText(context->method()),
+                     " on this server (gemm.v1.GemmService serves Info, "
+                     "Gemm, GemmStream and the region calls)")));
+  }
+  absl::StatusOr<std::string> client = service_->Identify(*context);
+  if (!client.ok()) {
+    // A caller refused before it was identified is logged by its address.
+    service_->intake_.events().Refused(ClientIdentityOfPeer(context->peer()),
+                                       "unary call", nullptr, client.status());
+    service_->intake_.counts().CountRejected(client.status().code());
+    return new RefusedStream(ToGrpcStatus(client.status()));
+  }
+  auto* call = new UnaryGemmCall(service_, context, *std::move(client));
+  call->Begin();
+  return call;
+}
+
+void GemmServiceImpl::AdmitUnary(UnaryGemmCall* call) {
+  grpc::ByteBuffer* request = call->request();
   intake_.counts().CountReceived(request->Length());
-  // For the log of a refused job: who, and its shape, once known.
-  std::string client;
+  // For the log of a refused job: its shape, once known.
   std::optional<GemmProblem> shape;
   auto start = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(client, Identify(*context));
     // Operands stay in gRPC's slices until copied, once, into the job.
     wire::DecodedGemmRequest in;
     RETURN_IF_ERROR(wire::DecodeGemmRequest(*request, &in));
@@ -185,58 +294,53 @@ grpc::ServerUnaryReactor* GemmServiceImpl::Gemm(
     if (!spec.result_region.used()) {
       RETURN_IF_ERROR(CheckUnaryResultBytes(spec.problem, intake_.limits()));
     }
-    JobIntake::Call call = intake_.CallOf(context, client);
+    JobIntake::Call admitted = intake_.CallOf(call->context(), call->client());
     ASSIGN_OR_RETURN(
         std::shared_ptr<GemmJob> job,
-        intake_.AdmitComplete(spec, in.a, in.b, in.c, "", call.share));
+        intake_.AdmitComplete(spec, in.a, in.b, in.c, "", admitted.share));
     // The operands are the job's now: gRPC's slices go at once rather than
     // when the call ends, which for a result the caller reads slowly may be
-    // long after (the request is gRPC's, but nothing reads it again).
+    // long after.
     in = wire::DecodedGemmRequest();
-    const_cast<grpc::ByteBuffer*>(request)->Clear();
+    request->Clear();
     // The result leaves from the job's own memory (no copy); the response
     // holds the job until gRPC has sent it.
     std::weak_ptr<GemmJob> weak = job;
-    // Runs once, on a scheduler thread; the call (and its context) lasts
-    // until it finishes the call.
-    auto answer = [this, context, reactor, response, weak, client](
-                      GemmJob& done, absl::Status status) {
+    // Runs once, on a scheduler thread; the call lasts until it answers.
+    auto answer = [this, call, weak](GemmJob& done, absl::Status status) {
+      grpc::ByteBuffer response;
       if (!status.ok()) {
-        intake_.events().Failed(client, "unary call", &done.problem(), status);
+        intake_.events().Failed(call->client(), "unary call", &done.problem(),
+                                status);
         intake_.counts().CountFailed(status.code(), done);
       } else {
         v1::Timing timing;
         FillTiming(done, &timing);
         // A result written to the caller's region travels no bytes.
-        *response = wire::EncodeGemmResponse(
+        response = wire::EncodeGemmResponse(
             reinterpret_cast<const char*>(done.c()),
             done.result_in_region() ? 0 : 4 * done.problem().c_elements(),
             timing, weak.lock());
         // A call that has ended (deadline passed, cancelled) takes no
         // result to its caller.
-        if (context->IsCancelled()) {
+        if (call->context()->IsCancelled()) {
           intake_.counts().CountFailed(absl::StatusCode::kCancelled, done);
         } else {
-          intake_.counts().CountSent(response->Length());
+          intake_.counts().CountSent(response.Length());
           intake_.counts().CountDelivered(done);
         }
       }
-      open_unary_calls_.fetch_sub(1);
-      reactor->Finish(ToGrpcStatus(status));
+      call->Answer(status, std::move(response));
     };
-    return intake_.Submit(job, call, std::move(answer));
+    return intake_.Submit(job, admitted, std::move(answer));
   };
   absl::Status status = start();
   if (!status.ok()) {
-    // A caller refused before it was identified is logged by its address.
-    intake_.events().Refused(
-        client.empty() ? ClientIdentityOfPeer(context->peer()) : client,
-        "unary call", shape.has_value() ? &*shape : nullptr, status);
+    intake_.events().Refused(call->client(), "unary call",
+                             shape.has_value() ? &*shape : nullptr, status);
     intake_.counts().CountRejected(status.code());
-    open_unary_calls_.fetch_sub(1);
-    reactor->Finish(ToGrpcStatus(status));
+    call->Answer(status);
   }
-  return reactor;
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
@@ -318,6 +422,8 @@ grpc::ServerUnaryReactor* GemmServiceImpl::ListRegions(
 }
 
 void GemmServiceImpl::Drain() {
+  read_gate_.RefuseAll(absl::UnavailableError(
+      "the server is shutting down; the request was not read"));
   // Streams waiting for room try again, and now fail.
   intake_.NotifyCapacity();
   streams_.DrainAll();

@@ -5,10 +5,15 @@
 // answers from the job's done callback, GemmStream hands the call to a
 // GemmStreamReactor. Errors become grpc::Status here and nowhere else.
 //
+// Gemm is served through gRPC's generic API (unary_calls()), so that the
+// service sees the call before its message arrives and reads each
+// client's messages a few at a time (unary_read_gate.h).
+//
 // Thread-safety: thread-safe; gRPC calls it from its own threads.
 //
 //   GemmServiceImpl service(options, executor, scheduler);
 //   builder.RegisterService(&service);
+//   builder.RegisterCallbackGenericService(service.unary_calls());
 #ifndef GEMM_SERVER_GEMM_SERVICE_H_
 #define GEMM_SERVER_GEMM_SERVICE_H_
 
@@ -20,6 +25,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/gemm.grpc.pb.h"
 #include "server/batch_scheduler.h"
@@ -29,6 +35,7 @@
 #include "server/gemm_stream_reactor.h"
 #include "server/job_intake.h"
 #include "server/region_registry.h"
+#include "server/unary_read_gate.h"
 #include "server/validation.h"
 
 namespace gemm::server {
@@ -40,11 +47,12 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 // itself (proto/wire_codec.h): Gemm and GemmStream so that operand and
 // result bytes skip the protobuf copies, and all of them so that a request
 // that is not a message gets INVALID_ARGUMENT naming the problem, where
-// gRPC's own parsing answers a generated method with a bare error.
-// Reflection still describes them by the proto: the wire format is the
-// same.
+// gRPC's own parsing answers a generated method with a bare error. Gemm is
+// generic: gRPC reads a registered unary method's message before the
+// service hears of the call. Reflection still describes them by the
+// proto: the wire format is the same.
 using GemmServiceBase = v1::GemmService::WithRawCallbackMethod_Info<
-    v1::GemmService::WithRawCallbackMethod_Gemm<
+    v1::GemmService::WithGenericMethod_Gemm<
         v1::GemmService::WithRawCallbackMethod_GemmStream<
             v1::GemmService::WithRawCallbackMethod_RegisterRegion<
                 v1::GemmService::WithRawCallbackMethod_UnregisterRegion<
@@ -57,6 +65,10 @@ class GemmServiceImpl final : public GemmServiceBase {
     ServiceLimits limits;
     // Reported by Info.
     std::string version;
+    // Unary Gemm messages of one client read at once (unary_read_gate.h);
+    // its other calls wait, up to limits.max_client_jobs of them. Default
+    // 8.
+    size_t max_client_unary_reads = 8;
     // Host storage of new jobs (pinned memory on the CUDA backend); must
     // outlive the service. Default nullptr: the heap.
     HostAllocator* host_allocator = nullptr;
@@ -81,9 +93,6 @@ class GemmServiceImpl final : public GemmServiceBase {
   grpc::ServerUnaryReactor* Info(grpc::CallbackServerContext* context,
                                  const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* Gemm(grpc::CallbackServerContext* context,
-                                 const grpc::ByteBuffer* request,
-                                 grpc::ByteBuffer* response) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GemmStream(
       grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* RegisterRegion(grpc::CallbackServerContext* context,
@@ -99,8 +108,12 @@ class GemmServiceImpl final : public GemmServiceBase {
   // Shutdown, once the scheduler has stopped accepting jobs: every job not
   // yet accepted ends with UNAVAILABLE (streams waiting for room included),
   // streams read no more and end once their accepted jobs have answered.
-  // Unary calls already admitted finish as usual.
+  // Unary calls already admitted finish as usual; those whose request is
+  // not yet read end with UNAVAILABLE.
   void Drain();
+  // Serves the unary Gemm method (and answers UNIMPLEMENTED for methods
+  // nobody serves); to register with the service.
+  grpc::CallbackGenericService* unary_calls() { return &unary_calls_; }
   // Calls still open: streams, and unary Gemm calls.
   size_t open_streams() const { return streams_.open_streams(); }
   size_t open_unary_calls() const { return open_unary_calls_.load(); }
@@ -111,8 +124,26 @@ class GemmServiceImpl final : public GemmServiceBase {
   const RegionRegistry& regions() const { return regions_; }
   // Jobs turned away before they were accepted (Info's jobs_rejected).
   uint64_t rejected_jobs() const { return intake_.counts().rejected(); }
+  // Unary Gemm calls whose request is being read, and those waiting for
+  // their turn (unary_read_gate.h).
+  size_t unary_calls_reading() const { return read_gate_.reading(); }
+  size_t unary_calls_waiting() const { return read_gate_.waiting(); }
 
  private:
+  class UnaryGemmCall;
+  class UnaryCalls final : public grpc::CallbackGenericService {
+   public:
+    explicit UnaryCalls(GemmServiceImpl* service) : service_(service) {}
+    grpc::ServerGenericBidiReactor* CreateReactor(
+        grpc::GenericCallbackServerContext* context) override;
+
+   private:
+    GemmServiceImpl* const service_;
+  };
+
+  // Admits the job of a unary call whose request has been read; `call`
+  // answers (now, when the job is refused).
+  void AdmitUnary(UnaryGemmCall* call);
   // What Info answers.
   v1::InfoResponse Describe() const;
   // The caller's identity, or UNAUTHENTICATED (call_auth.h).
@@ -129,6 +160,8 @@ class GemmServiceImpl final : public GemmServiceBase {
   const GemmStreamReactor::Options stream_options_;
   StreamRegistry streams_;
   std::atomic<size_t> open_unary_calls_{0};
+  UnaryReadGate read_gate_;
+  UnaryCalls unary_calls_{this};
   // Expires stalled stream jobs every quarter of the stall timeout (at most
   // a second apart), and idle regions.
   absl::Notification stop_sweeping_;

@@ -80,6 +80,15 @@ void AddServerGauges(MetricsRegistry& registry, const GaugeSources& sources) {
                     [service] { return One(service->open_streams()); });
   registry.AddGauge("gemm_open_unary_calls", "Unary Gemm calls open", {},
                     [service] { return One(service->open_unary_calls()); });
+  registry.AddGauge(
+      "gemm_unary_requests",
+      "Unary Gemm requests being read, and waiting "
+      "for their client's turn to be read (--max-client-unary-reads)",
+      {"state"}, [service] {
+        return std::vector<Sample>{
+            {{"reading"}, static_cast<double>(service->unary_calls_reading())},
+            {{"waiting"}, static_cast<double>(service->unary_calls_waiting())}};
+      });
   registry.AddGauge("gemm_regions", "Shared-memory regions registered, by kind",
                     {"kind"}, [service] {
                       const RegionRegistry::Totals t =

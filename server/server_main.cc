@@ -191,6 +191,12 @@ int RunServerMain(int argc, char** argv,
                  "gRPC's resource quota: buffers its transport may hold "
                  "before it cancels streams to get back under (0: none)")
       ->capture_default_str();
+  app.add_option("--max-client-unary-reads", options.max_client_unary_reads,
+                 "unary requests of one client read at once; its other "
+                 "unary calls wait unread (0: a quarter of "
+                 "--grpc-memory-bytes in messages of --max-message-bytes, "
+                 "at least 1)")
+      ->capture_default_str();
   app.add_option("--max-metadata-bytes", options.max_metadata_bytes,
                  "largest request metadata (headers) (0: gRPC's 8 KiB)")
       ->check(CLI::NonNegativeNumber)

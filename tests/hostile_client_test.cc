@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -19,14 +20,17 @@
 #include <thread>
 #include <vector>
 
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/gemm.grpc.pb.h"
+#include "server/blocking_generic_call.h"
 #include "tests/server_process.h"
 
 namespace gemm {
 namespace {
 
+using server::BlockingGenericCall;
 using testing::ServerProcess;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
@@ -172,6 +176,66 @@ TEST(ClientShareTest, JobsDeclaredAndNeverSentLeaveOtherClientsServed) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(VictimJobs(server.address_v6(), 3), 3);
   context.TryCancel();
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+// 120 unary calls that each announced a 64 MiB message and sent 60 MiB of it
+// made gRPC hold 7.3 GB: it read every call's message as it came, and past
+// its resource quota cancelled streams at random, another client's too
+// (tests/attack, partial-unary). Now the service reads a client's unary
+// requests --max-client-unary-reads at a time; its other calls wait
+// unread, up to --max-client-jobs of them. A call that sends no message
+// holds a turn the way an unfinished one does.
+TEST(ClientShareTest, UnaryRequestsAreReadAFewAtATimePerClient) {
+  ServerProcess server({"--listen", "[::]:0", "--max-client-unary-reads", "1",
+                        "--max-client-jobs", "2"});
+  ASSERT_TRUE(server.Start().ok());
+  grpc::GenericStub stub(grpc::CreateChannel(
+      server.address(), grpc::InsecureChannelCredentials()));
+  const std::string kGemm = "/gemm.v1.GemmService/Gemm";
+  BlockingGenericCall holding(&stub, kGemm);
+  BlockingGenericCall first(&stub, kGemm, absl::Seconds(20));
+  BlockingGenericCall second(&stub, kGemm);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // One reading and two waiting: a third call waiting is one too many.
+  {
+    BlockingGenericCall refused(&stub, kGemm, absl::Seconds(5));
+    grpc::ByteBuffer unused;
+    EXPECT_FALSE(refused.Read(&unused));
+    const grpc::Status status = refused.Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_NE(status.error_message().find("--max-client-jobs 2"),
+              std::string::npos)
+        << status.error_message();
+  }
+  // Another client is read and served meanwhile.
+  EXPECT_EQ(VictimJobs(server.address_v6(), 3), 3);
+  // A waiting call's request arrives, but is read only when the turn comes
+  // to it: when the call holding it ends.
+  const std::string bytes = Request(64, 64, 64).SerializeAsString();
+  grpc::Slice slice(bytes);
+  ASSERT_TRUE(first.Write(grpc::ByteBuffer(&slice, 1)));
+  first.WritesDone();
+  holding.Cancel();
+  grpc::ByteBuffer response_bytes;
+  ASSERT_TRUE(first.Read(&response_bytes));
+  EXPECT_TRUE(first.Finish().ok());
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response_bytes.Dump(&slices).ok());
+  std::string flat;
+  for (const grpc::Slice& s : slices) {
+    flat.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  v1::GemmResponse response;
+  ASSERT_TRUE(response.ParseFromString(flat));
+  EXPECT_EQ(response.c().size(), 64u * 64 * 4);
+  // 64 * (0.5 * 0.25) = 8 in every element.
+  float c00 = 0;
+  memcpy(&c00, response.c().data(), 4);
+  EXPECT_EQ(c00, 8.0f);
+  EXPECT_EQ(holding.Finish().error_code(), grpc::StatusCode::CANCELLED);
+  second.Cancel();
+  EXPECT_EQ(second.Finish().error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
