@@ -206,6 +206,7 @@ class GemmStreamReactorTest : public ::testing::Test {
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
                              &port_);
     builder.RegisterService(service_.get());
+    builder.RegisterCallbackGenericService(service_->unary_calls());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port_, 0);

@@ -193,10 +193,17 @@ TEST(ClientShareTest, UnaryRequestsAreReadAFewAtATimePerClient) {
   grpc::GenericStub stub(grpc::CreateChannel(
       server.address(), grpc::InsecureChannelCredentials()));
   const std::string kGemm = "/gemm.v1.GemmService/Gemm";
+  // In this order on the server (the calls of a channel may reach it in
+  // any order).
+  auto pause = [] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
   BlockingGenericCall holding(&stub, kGemm);
+  pause();
   BlockingGenericCall first(&stub, kGemm, absl::Seconds(20));
+  pause();
   BlockingGenericCall second(&stub, kGemm);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  pause();
   // One reading and two waiting: a third call waiting is one too many.
   {
     BlockingGenericCall refused(&stub, kGemm, absl::Seconds(5));
@@ -217,6 +224,9 @@ TEST(ClientShareTest, UnaryRequestsAreReadAFewAtATimePerClient) {
   ASSERT_TRUE(first.Write(grpc::ByteBuffer(&slice, 1)));
   first.WritesDone();
   holding.Cancel();
+  // (Should the server have seen `second` before `first` after all, the
+  // turn would pass through it.)
+  second.Cancel();
   grpc::ByteBuffer response_bytes;
   ASSERT_TRUE(first.Read(&response_bytes));
   EXPECT_TRUE(first.Finish().ok());
@@ -234,7 +244,6 @@ TEST(ClientShareTest, UnaryRequestsAreReadAFewAtATimePerClient) {
   memcpy(&c00, response.c().data(), 4);
   EXPECT_EQ(c00, 8.0f);
   EXPECT_EQ(holding.Finish().error_code(), grpc::StatusCode::CANCELLED);
-  second.Cancel();
   EXPECT_EQ(second.Finish().error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
