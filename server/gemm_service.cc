@@ -214,22 +214,27 @@ class GemmServiceImpl::UnaryGemmCall final
 
   void StartReading() override { StartRead(&request_); }
 
-  // Ends a call whose job was never declared (no turn, no message).
-  void Refuse(const absl::Status& status) override {
+  // Ends a call whose job was never declared (no turn, no message):
+  // logged, counted, and answered unless `answer` is false.
+  void Refuse(const absl::Status& status) override { Refuse(status, true); }
+  void Refuse(const absl::Status& status, bool answer) {
     service_->intake_.events().Refused(client_, "unary call", nullptr, status);
     service_->intake_.counts().CountRejected(status.code());
-    Answer(status);
+    if (answer) Answer(status);
   }
 
   void OnReadDone(bool ok) override {
     // The turn goes to the client's next call whatever came of this one.
     service_->read_gate_.Leave(client_);
     if (!ok) {
-      Refuse(context_->IsCancelled()
-                 ? absl::CancelledError(
-                       "the call ended while its request was arriving")
-                 : absl::InvalidArgumentError(
-                       "the unary call ended without its request message"));
+      // Either the caller half-closed without a message (it gets this
+      // status), or the call is over: cancelled, past its deadline or past
+      // the message limit (gRPC has answered it). Which is known for sure
+      // only once gRPC is done with the call (IsCancelled() is settled in
+      // OnDone); the refusal is logged and counted then.
+      read_failed_ = true;
+      Answer(absl::InvalidArgumentError(
+          "the unary call ended without its request message"));
       return;
     }
     service_->AdmitUnary(this);
@@ -244,7 +249,17 @@ class GemmServiceImpl::UnaryGemmCall final
     }
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (read_failed_) {
+      Refuse(context_->IsCancelled()
+                 ? absl::CancelledError(
+                       "the call ended while its request was arriving")
+                 : absl::InvalidArgumentError(
+                       "the unary call ended without its request message"),
+             /*answer=*/false);
+    }
+    delete this;
+  }
 
  private:
   GemmServiceImpl* const service_;
@@ -252,6 +267,8 @@ class GemmServiceImpl::UnaryGemmCall final
   const std::string client_;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
+  // OnReadDone(false) answered; OnDone logs and counts the refusal.
+  bool read_failed_ = false;
 };
 
 grpc::ServerGenericBidiReactor* GemmServiceImpl::UnaryCalls::CreateReactor(

@@ -159,8 +159,9 @@ int RunServerMain(int argc, char** argv,
       ->capture_default_str();
   app.add_option("--http2-bdp-probe", options.http2_bdp_probe,
                  "let gRPC grow HTTP/2 windows to the link's bandwidth-delay "
-                 "product (false: read-ahead per stream stays near the "
-                 "window, memory near --max-inflight-bytes)")
+                 "product, whether or not the server reads (false: "
+                 "read-ahead stays near the window, memory near "
+                 "--max-inflight-bytes)")
       ->capture_default_str();
   app.add_option("--max-concurrent-streams", options.max_concurrent_streams,
                  "calls open at once on one connection; more wait for a slot "

@@ -99,6 +99,8 @@ PARAMS = {
                            "max_message_bytes, 64 MiB)"),
         "send_fraction": (0.9375, 0.9375, "share of it sent (60 of 64 MiB)"),
         "connections": (8, 16, "connections the calls are spread over"),
+        "parallel": (False, False, "send a connection's calls at once "
+                     "(false: one after another)"),
     },
     "big-unary-unread": {
         "dim": (1024, 2048, "M = N = K of each job"),
@@ -760,19 +762,25 @@ async def attack_partial_unary(ctx):
     sent = [0]
     calls = []
 
+    async def one_call(conn):
+        if ctx.stop.is_set() or conn.closed:
+            return
+        st = conn.open_stream(GEMM_PATH)
+        calls.append(st)
+        try:
+            n = await conn.send_data(
+                st, [w.grpc_prefix(announce), send - 5], stop=ctx.stop,
+                window_wait_s=30)
+        except ConnClosed:
+            return
+        sent[0] += n
+
     async def on_conn(conn, n):
+        if p["parallel"]:
+            await asyncio.gather(*(one_call(conn) for _ in range(n)))
+            return
         for _ in range(n):
-            if ctx.stop.is_set() or conn.closed:
-                return
-            st = conn.open_stream(GEMM_PATH)
-            calls.append(st)
-            try:
-                n = await conn.send_data(
-                    st, [w.grpc_prefix(announce), send - 5], stop=ctx.stop,
-                    window_wait_s=30)
-            except ConnClosed:
-                return
-            sent[0] += n
+            await one_call(conn)
     shares = [count // nconn + (i < count % nconn) for i in range(nconn)]
     await asyncio.gather(*(on_conn(c, n) for c, n in zip(conns, shares)))
     await ctx.hold()
