@@ -62,18 +62,19 @@ class GemmServer {
     // own; 16 MiB measured no faster on the H200 host (docs/performance.md).
     int http2_stream_window_bytes = 0;
     // Whether gRPC grows each connection's HTTP/2 windows to its measured
-    // bandwidth-delay product (GRPC_ARG_HTTP2_BDP_PROBE). Off, the default,
-    // what a connection may send ahead of the server's reads stays near the
-    // window (http2_stream_window_bytes, or gRPC's 64 KiB), and a message
-    // the server asks for still gets a window of its whole length, so
-    // memory stays near the in-flight budget. On, windows grow to several
-    // MiB per connection whether or not the server reads: 32 streams on 4
-    // connections buffered about 600 MB beyond the in-flight budget in
-    // tests/load_test.cc, and unary calls waiting for their client's turn
-    // (max_client_unary_reads) let 120 connections of one client fill
-    // gRPC's quota (docs/load-testing.md). Turn it on for links whose
-    // bandwidth-delay product is far above a message (long, fast links).
-    bool http2_bdp_probe = false;
+    // bandwidth-delay product (GRPC_ARG_HTTP2_BDP_PROBE). On, the default,
+    // jobs stream at full speed: off, each connection moves about 64 KiB
+    // per round trip, and on the H200 host over loopback throughput fell
+    // by 40-55% for jobs from 128^3 to 4096^3 (docs/decisions.md, 39). But
+    // on, windows grow to several MiB per connection whether or not the
+    // server reads: 32 streams on 4 connections buffered about 600 MB
+    // beyond the in-flight budget in tests/load_test.cc, and unary calls
+    // waiting for their client's turn (max_client_unary_reads) on 120
+    // connections of one client filled a 256 MiB gRPC quota
+    // (docs/load-testing.md). Off, what a connection may send ahead of the
+    // server's reads stays near the window (http2_stream_window_bytes, or
+    // gRPC's 64 KiB), and memory near the in-flight budget.
+    bool http2_bdp_probe = true;
     // HTTP/2 streams (calls) open at once on one connection
     // (GRPC_ARG_MAX_CONCURRENT_STREAMS); a client wanting more waits for a
     // slot. Bounds what one connection can make the server hold in calls.

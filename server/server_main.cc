@@ -160,8 +160,8 @@ int RunServerMain(int argc, char** argv,
   app.add_option("--http2-bdp-probe", options.http2_bdp_probe,
                  "let gRPC grow HTTP/2 windows to the link's bandwidth-delay "
                  "product, whether or not the server reads (false: "
-                 "read-ahead stays near the window, memory near "
-                 "--max-inflight-bytes)")
+                 "read-ahead stays near the window and memory near "
+                 "--max-inflight-bytes, at about half the throughput)")
       ->capture_default_str();
   app.add_option("--max-concurrent-streams", options.max_concurrent_streams,
                  "calls open at once on one connection; more wait for a slot "
