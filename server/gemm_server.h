@@ -85,7 +85,12 @@ class GemmServer {
     // soon as it is accepted, and so is one whose descriptor comes within
     // a quarter of the open-file limit (at most 256 descriptors) of it, so
     // that accepting never runs out of descriptors (connection_limiter.h).
-    // Defaults 10000 and 256; 0: no cap but the descriptor limit's.
+    // Each connection may hold about one HTTP/2 connection window of data
+    // the server has not asked for (several MiB with BDP probing), so one
+    // client's cap bounds what it can make gRPC hold: 32 connections of
+    // unfinished unary calls took 146 MB at CI size and left the other
+    // clients whole, where 120 filled a 256 MiB quota (docs/load-testing.md).
+    // Defaults 10000 and 32; 0: no cap but the descriptor limit's.
     // TLS: the server's certificate chain and private key (PEM files).
     // Both empty (the default): plaintext.
     std::string tls_cert_file;
@@ -97,7 +102,7 @@ class GemmServer {
     // health service and reflection do not ask. Default empty: none.
     std::string token_file;
     size_t max_connections = 10000;
-    size_t max_connections_per_client = 256;
+    size_t max_connections_per_client = 32;
     // gRPC's resource quota, in bytes: what its transport may hold in
     // buffers (a request still arriving, a read ahead of the service) before
     // it reclaims memory: it closes idle connections and cancels streams

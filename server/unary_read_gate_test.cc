@@ -1,6 +1,8 @@
 #include "server/unary_read_gate.h"
 
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -97,6 +99,76 @@ TEST(UnaryReadGateTest, RefuseAllEndsWaitingCallsAndLaterOnes) {
   gate.Leave("a");  // the read that was going on ends
   EXPECT_EQ(waiting.started, 0);
   EXPECT_EQ(gate.reading(), 0u);
+}
+
+TEST(UnaryReadGateTest, AtLeastOneReadPerClient) {
+  UnaryReadGate gate({.max_reads_per_client = 0});
+  Call call;
+  ASSERT_TRUE(gate.Enter("a", &call).ok());
+  EXPECT_EQ(call.started, 1);
+}
+
+// A call whose read ends at once (its message had arrived) leaves the gate
+// from inside StartReading, as gRPC may: the gate's lock is not held then.
+struct ImmediateCall : UnaryReadGate::Waiter {
+  UnaryReadGate* gate = nullptr;
+  int started = 0;
+  void StartReading() override {
+    ++started;
+    gate->Leave("a");
+  }
+  void Refuse(const absl::Status&) override {}
+};
+
+TEST(UnaryReadGateTest, ACallMayLeaveFromInsideItsTurn) {
+  UnaryReadGate gate({.max_reads_per_client = 1});
+  Call holding;
+  ASSERT_TRUE(gate.Enter("a", &holding).ok());
+  std::vector<ImmediateCall> calls(3);
+  for (ImmediateCall& call : calls) {
+    call.gate = &gate;
+    ASSERT_TRUE(gate.Enter("a", &call).ok());
+  }
+  gate.Leave("a");  // holding's read ends: the three run one after another
+  for (const ImmediateCall& call : calls) EXPECT_EQ(call.started, 1);
+  EXPECT_EQ(gate.reading(), 0u);
+  EXPECT_EQ(gate.waiting(), 0u);
+}
+
+// Many threads entering, leaving and withdrawing: every call ends either
+// started once or withdrawn, and the gate ends empty.
+TEST(UnaryReadGateTest, ConcurrentCallsAllEndAndTheGateEmpties) {
+  // Two threads per client and one turn: one thread's call waits whenever
+  // the other's holds the turn.
+  UnaryReadGate gate({.max_reads_per_client = 1});
+  struct Counted : UnaryReadGate::Waiter {
+    std::atomic<int> started{0};
+    void StartReading() override { started.fetch_add(1); }
+    void Refuse(const absl::Status&) override {}
+  };
+  constexpr int kThreads = 4, kCalls = 2000;
+  std::vector<std::vector<Counted>> calls(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    calls[t] = std::vector<Counted>(kCalls);
+    threads.emplace_back([&, t] {
+      const std::string client = t % 2 == 0 ? "a" : "b";
+      for (int i = 0; i < kCalls; ++i) {
+        Counted& call = calls[t][i];
+        ASSERT_TRUE(gate.Enter(client, &call).ok());
+        if (i % 3 == 0 && gate.Withdraw(client, &call)) continue;
+        // Wait for the turn, then give it back.
+        while (call.started.load() == 0) std::this_thread::yield();
+        gate.Leave(client);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (const auto& per_thread : calls) {
+    for (const Counted& call : per_thread) EXPECT_LE(call.started.load(), 1);
+  }
+  EXPECT_EQ(gate.reading(), 0u);
+  EXPECT_EQ(gate.waiting(), 0u);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -119,6 +120,31 @@ TEST(ConnectionTest, TheListenerOutlivesAFloodOfConnections) {
   EXPECT_NE(server.Log().find("refused a connection from 127.0.0.1"),
             std::string::npos)
       << server.Log();
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+// Each connection can hold a connection window of data the server has not
+// asked for (several MiB with BDP probing), so 120 connections of one
+// client with unfinished unary calls filled a 256 MiB quota, which then
+// cancelled other clients' calls. By default one client keeps 32.
+TEST(ConnectionTest, OneClientHoldsAtMost32ConnectionsByDefault) {
+  ServerProcess server({"--listen", "[::]:0"});
+  ASSERT_TRUE(server.Start().ok());
+  std::vector<int> connections = ConnectMany(server.port(), 40);
+  ASSERT_EQ(connections.size(), 40u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // A connection the server closed reads end-of-file at once; one it kept
+  // has nothing to read (gRPC waits for the client's preface).
+  int closed = 0;
+  for (int fd : connections) {
+    char byte;
+    const ssize_t n = recv(fd, &byte, 1, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) ++closed;
+  }
+  EXPECT_EQ(closed, 8) << "of 40 connections from one address";
+  // Another client is served.
+  EXPECT_TRUE(CallInfo(server.address_v6()).ok());
+  for (int fd : connections) close(fd);
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 

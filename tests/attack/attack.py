@@ -1730,8 +1730,9 @@ def main_run(args):
                              (a, ", ".join(ATTACKS)))
     raise_own_nofile()
     # fd-flood's server has 256 descriptors (192 for connections): one
-    # client's connections are capped below that, as the defaults (256 of
-    # 10000) are below a server's usual limit.
+    # client's connections are capped below that, but above the default
+    # (32), so that the flood reaches the descriptor limit's guard; the
+    # attacks that spread over connections get 128 of them.
     defaults = {"--shutdown-grace-s": "3", "--drain-delay-s": "0",
                 "--max-client-connections": "128"}
     if args.max_inflight_bytes:
