@@ -274,6 +274,34 @@ TEST(ClientShareTest, UnaryRequestsAreReadAFewAtATimePerClient) {
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
+// At shutdown, unary calls still waiting for their turn are not read: they
+// end UNAVAILABLE at once, so that a client can go elsewhere.
+TEST(ClientShareTest, UnaryCallsWaitingAtShutdownEndUnavailable) {
+  ServerProcess server({"--listen", "[::]:0", "--max-client-unary-reads", "1",
+                        "--shutdown-grace-s", "3", "--drain-delay-s", "0"});
+  ASSERT_TRUE(server.Start().ok());
+  grpc::GenericStub stub(grpc::CreateChannel(
+      server.address(), grpc::InsecureChannelCredentials()));
+  const std::string kGemm = "/gemm.v1.GemmService/Gemm";
+  BlockingGenericCall holding(&stub, kGemm);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  BlockingGenericCall waiting(&stub, kGemm, absl::Seconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  int exit_code = -1;
+  std::thread stop([&] { exit_code = server.Stop(SIGTERM); });
+  grpc::ByteBuffer unused;
+  EXPECT_FALSE(waiting.Read(&unused));
+  const grpc::Status status = waiting.Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << status.error_message();
+  EXPECT_NE(status.error_message().find("shutting down"), std::string::npos)
+      << status.error_message();
+  holding.Cancel();
+  holding.Finish();
+  stop.join();
+  EXPECT_EQ(exit_code, 0);
+}
+
 // Four jobs of 23170 x 23170 x 0 in 76 bytes asked for 8.4 GB of results
 // at once, and another client's jobs missed their deadlines while the
 // results were zeroed. A job's result counts against its client's share
