@@ -123,6 +123,28 @@ BatchScheduler::DropDead() {
   return dead;
 }
 
+size_t BatchScheduler::LeadIndex() const {
+  // Each client's oldest job; the common case, one client, is the front.
+  const std::string& front = queue_.front()->client();
+  size_t next = 0;   // the first client after last_client_
+  size_t first = 0;  // the first client of all, to wrap to
+  const std::string* next_name = nullptr;
+  const std::string* first_name = &front;
+  for (size_t i = 0; i < queue_.size(); ++i) {
+    const std::string& client = queue_[i]->client();
+    if (client < *first_name) {
+      first_name = &client;
+      first = i;
+    }
+    if (client > last_client_ &&
+        (next_name == nullptr || client < *next_name)) {
+      next_name = &client;
+      next = i;
+    }
+  }
+  return next_name != nullptr ? next : first;
+}
+
 Batch BatchScheduler::NextBatch() {
   while (true) {
     mu_.Await(absl::Condition(
@@ -132,17 +154,19 @@ Batch BatchScheduler::NextBatch() {
         this));
     if (queue_.empty()) return {};  // stopping, and nothing left
 
-    const GemmJob& oldest = *queue_.front();
+    const size_t lead_index = LeadIndex();
+    const GemmJob& lead = *queue_[lead_index];
     size_t companions = 0;
     for (const auto& job : queue_) {
-      if (job->spec().SameBatchAs(oldest.spec())) ++companions;
+      if (job->spec().SameBatchAs(lead.spec())) ++companions;
     }
-    const absl::Time run_at = oldest.ready_time() + options_.max_queue_delay;
+    const absl::Time run_at = lead.ready_time() + options_.max_queue_delay;
     const absl::Time now = clock_->Now();
     if (companions >= options_.max_batch_size || stopping_ || now >= run_at) {
       Batch batch;
-      batch.push_back(std::move(queue_.front()));
-      queue_.pop_front();
+      batch.push_back(std::move(queue_[lead_index]));
+      queue_.erase(queue_.begin() + lead_index);
+      last_client_ = batch.front()->client();
       const JobSpec& key = batch.front()->spec();
       for (auto it = queue_.begin();
            it != queue_.end() && batch.size() < options_.max_batch_size;) {

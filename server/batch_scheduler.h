@@ -1,7 +1,10 @@
 // BatchScheduler: the dynamic batcher between the RPC edge and an Executor.
 //
-// Jobs wait in a bounded FIFO queue. A worker takes the oldest job and
-// gathers queued jobs that can share its launch (GemmProblem::SameBatchAs);
+// Jobs wait in a bounded queue. A worker takes the oldest job of the next
+// client in turn (clients take turns in name order, GemmJob::client(), so
+// that one client's queued work cannot hold another's jobs back behind all
+// of it; with one client the queue is FIFO) and gathers queued jobs that
+// can share its launch (GemmProblem::SameBatchAs), whoever sent them;
 // the batch runs once it holds max_batch_size jobs or its oldest job has
 // waited max_queue_delay, as in Triton's dynamic batcher and TensorFlow
 // Serving's batch scheduler. Jobs whose deadline passed or whose caller
@@ -19,6 +22,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -84,6 +88,9 @@ class BatchScheduler {
   // Takes the next batch off the queue, waiting as the options say; an
   // empty batch means the worker should exit.
   Batch NextBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The queue's position of the next batch's first job: the oldest job of
+  // the client after last_client_ in name order (wrapping).
+  size_t LeadIndex() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops expired and cancelled jobs at the front; returns them.
   std::vector<std::pair<std::shared_ptr<GemmJob>, absl::Status>> DropDead()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -94,6 +101,8 @@ class BatchScheduler {
 
   mutable absl::Mutex mu_;
   std::deque<std::shared_ptr<GemmJob>> queue_ ABSL_GUARDED_BY(mu_);
+  // The client of the last batch's first job.
+  std::string last_client_ ABSL_GUARDED_BY(mu_);
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;

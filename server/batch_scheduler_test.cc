@@ -46,6 +46,11 @@ class RecordingExecutor final : public Executor {
     absl::MutexLock lock(&mu_);
     return sizes_;
   }
+  // Each job's M, in the order the jobs ran.
+  std::vector<uint32_t> ms() {
+    absl::MutexLock lock(&mu_);
+    return ms_;
+  }
 
  private:
   absl::Notification started_, release_;
@@ -87,6 +92,43 @@ std::shared_ptr<GemmJob> Job(uint32_t m, Outcome* outcome, const Clock* clock,
   });
   job->MarkReady(clock->Now());
   return job;
+}
+
+// A job of `client`'s (its share names it).
+std::shared_ptr<GemmJob> ClientJob(const std::string& client, uint32_t m,
+                                   Outcome* outcome) {
+  auto job = std::make_shared<GemmJob>(
+      JobSpec{.problem = {m, 4, 4}, .kernel = "k"},
+      InflightBudget::Reservation(nullptr, 0,
+                                  std::make_shared<ClientShare>(client, 0, 0)));
+  job->set_done_callback([outcome](GemmJob&, absl::Status s) {
+    (s.ok() ? outcome->ok : outcome->failed)++;
+  });
+  job->MarkReady(Clock::Real()->Now());
+  return job;
+}
+
+// The queue was one FIFO: a client with many jobs queued held every other
+// client's jobs back behind all of them. Clients now take turns.
+TEST(BatchSchedulerTest, ClientsTakeTurns) {
+  RecordingExecutor executor;
+  auto scheduler = BatchScheduler::Create({.max_batch_size = 16}, &executor);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome outcome;
+  ASSERT_TRUE((*scheduler)->Submit(ClientJob("a", 8, &outcome)).ok());
+  executor.WaitUntilBusy();
+  // Shapes that cannot share a launch, so that each job is a batch.
+  for (uint32_t m = 16; m < 22; ++m) {
+    ASSERT_TRUE((*scheduler)->Submit(ClientJob("a", m, &outcome)).ok());
+  }
+  ASSERT_TRUE((*scheduler)->Submit(ClientJob("b", 100, &outcome)).ok());
+  ASSERT_TRUE((*scheduler)->Submit(ClientJob("b", 101, &outcome)).ok());
+  ASSERT_TRUE((*scheduler)->Submit(ClientJob("c", 200, &outcome)).ok());
+  executor.Release();
+  (*scheduler)->Stop();
+  EXPECT_EQ(executor.ms(),
+            (std::vector<uint32_t>{8, 100, 200, 16, 101, 17, 18, 19, 20, 21}));
+  EXPECT_EQ(outcome.ok, 10);
 }
 
 TEST(BatchSchedulerTest, QueuedSameShapeJobsRunAsOneBatch) {

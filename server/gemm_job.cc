@@ -30,6 +30,11 @@ InflightBudget::Reservation& InflightBudget::Reservation::operator=(
   return *this;
 }
 
+const std::string& InflightBudget::Reservation::client() const {
+  static const std::string* const kNone = new std::string();
+  return share_ != nullptr ? share_->client() : *kNone;
+}
+
 InflightBudget::Reservation::~Reservation() {
   // The client's share first: a stream woken by the release finds it free.
   if (share_ != nullptr) share_->Give(bytes_);

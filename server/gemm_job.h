@@ -105,6 +105,8 @@ class InflightBudget {
     Reservation& operator=(Reservation&& other) noexcept;
     ~Reservation();
     uint64_t bytes() const { return bytes_; }
+    // The claiming client; empty when the claim names none.
+    const std::string& client() const;
 
    private:
     InflightBudget* budget_ = nullptr;
@@ -208,6 +210,9 @@ class GemmJob {
 
   const JobSpec& spec() const { return spec_; }
   const GemmProblem& problem() const { return spec_.problem; }
+  // The client whose share the job claims (client_shares.h); empty when
+  // none.
+  const std::string& client() const { return reservation_.client(); }
   const std::string& kernel() const { return spec_.kernel; }
 
   // A and B in host memory: the job's storage or a system region; nullptr
