@@ -1,5 +1,6 @@
 #include "server/batch_scheduler.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -157,10 +158,15 @@ Batch BatchScheduler::NextBatch() {
     const size_t lead_index = LeadIndex();
     const GemmJob& lead = *queue_[lead_index];
     size_t companions = 0;
+    // The lead runs once any queued job has waited the delay, so that
+    // taking turns never leaves a job that is due waiting on an idle
+    // worker.
+    absl::Time oldest = lead.ready_time();
     for (const auto& job : queue_) {
       if (job->spec().SameBatchAs(lead.spec())) ++companions;
+      oldest = std::min(oldest, job->ready_time());
     }
-    const absl::Time run_at = lead.ready_time() + options_.max_queue_delay;
+    const absl::Time run_at = oldest + options_.max_queue_delay;
     const absl::Time now = clock_->Now();
     if (companions >= options_.max_batch_size || stopping_ || now >= run_at) {
       Batch batch;

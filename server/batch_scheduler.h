@@ -5,7 +5,7 @@
 // that one client's queued work cannot hold another's jobs back behind all
 // of it; with one client the queue is FIFO) and gathers queued jobs that
 // can share its launch (GemmProblem::SameBatchAs), whoever sent them;
-// the batch runs once it holds max_batch_size jobs or its oldest job has
+// the batch runs once it holds max_batch_size jobs or any queued job has
 // waited max_queue_delay, as in Triton's dynamic batcher and TensorFlow
 // Serving's batch scheduler. Jobs whose deadline passed or whose caller
 // cancelled are dropped before they run. Stop() refuses new jobs and finishes
@@ -91,7 +91,7 @@ class BatchScheduler {
   // The queue's position of the next batch's first job: the oldest job of
   // the client after last_client_ in name order (wrapping).
   size_t LeadIndex() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Drops expired and cancelled jobs at the front; returns them.
+  // Drops expired and cancelled jobs from the queue; returns them.
   std::vector<std::pair<std::shared_ptr<GemmJob>, absl::Status>> DropDead()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -131,6 +131,38 @@ TEST(BatchSchedulerTest, ClientsTakeTurns) {
   EXPECT_EQ(outcome.ok, 10);
 }
 
+// With a queue delay, a job that has waited it runs even when the turn is
+// another client's, whose job is newer: the turn's job leads the batch at
+// once rather than waiting out a delay of its own.
+TEST(BatchSchedulerTest, TakingTurnsNeverHoldsADueJob) {
+  FakeClock clock;
+  RecordingExecutor executor;
+  auto scheduler =
+      BatchScheduler::Create({.max_batch_size = 16,
+                              .max_queue_delay = absl::Milliseconds(10),
+                              .clock = &clock},
+                             &executor);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome outcome;
+  auto ready = [&](std::shared_ptr<GemmJob> job) {
+    job->MarkReady(clock.Now());
+    return job;
+  };
+  ASSERT_TRUE((*scheduler)->Submit(ready(ClientJob("a", 8, &outcome))).ok());
+  clock.Advance(absl::Milliseconds(10));
+  executor.WaitUntilBusy();  // a's first job runs; the turn passes to b
+  ASSERT_TRUE((*scheduler)->Submit(ready(ClientJob("a", 16, &outcome))).ok());
+  clock.Advance(absl::Milliseconds(9));
+  ASSERT_TRUE((*scheduler)->Submit(ready(ClientJob("b", 100, &outcome))).ok());
+  clock.Advance(absl::Milliseconds(1));  // a's job is due, b's is not
+  executor.Release();
+  // The fake clock stands still from here: only a job already due can run.
+  EXPECT_TRUE(executor.WaitForBatches(3, absl::Seconds(5)))
+      << "the due job waited on an idle worker";
+  (*scheduler)->Stop();
+  EXPECT_EQ(executor.ms(), (std::vector<uint32_t>{8, 100, 16}));
+}
+
 TEST(BatchSchedulerTest, QueuedSameShapeJobsRunAsOneBatch) {
   RecordingExecutor executor;
   auto scheduler = BatchScheduler::Create({.max_batch_size = 16}, &executor);
