@@ -11,6 +11,8 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -26,6 +28,7 @@
 #include "gtest/gtest.h"
 #include "proto/gemm.grpc.pb.h"
 #include "server/blocking_generic_call.h"
+#include "tests/metrics_scrape.h"
 #include "tests/server_process.h"
 
 namespace gemm {
@@ -213,23 +216,49 @@ TEST(ClientShareTest, JobsDeclaredAndNeverSentLeaveOtherClientsServed) {
 // unread, up to --max-client-jobs of them. A call that sends no message
 // holds a turn the way an unfinished one does.
 TEST(ClientShareTest, UnaryRequestsAreReadAFewAtATimePerClient) {
+  const std::string port_file =
+      std::string(getenv("TEST_TMPDIR") != nullptr ? getenv("TEST_TMPDIR")
+                                                   : "/tmp") +
+      "/unary-gate-metrics.port";
+  std::remove(port_file.c_str());
   ServerProcess server({"--listen", "[::]:0", "--max-client-unary-reads", "1",
-                        "--max-client-jobs", "2"});
+                        "--max-client-jobs", "2", "--metrics-listen",
+                        "127.0.0.1:0", "--metrics-port-file", port_file});
   ASSERT_TRUE(server.Start().ok());
+  int metrics_port = 0;
+  std::ifstream(port_file) >> metrics_port;
+  ASSERT_GT(metrics_port, 0) << server.Log();
+  // Waits until the server counts `reading` and `waiting` unary requests.
+  auto wait_for = [&](double reading, double waiting) {
+    const auto give_up =
+        std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    std::string text;
+    while (std::chrono::steady_clock::now() < give_up) {
+      text = testing::ScrapeMetrics(metrics_port);
+      if (testing::MetricSample(
+              text, "gemm_unary_requests{state=\"reading\"}") == reading &&
+          testing::MetricSample(
+              text, "gemm_unary_requests{state=\"waiting\"}") == waiting) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "expected " << reading << " reading and " << waiting
+                  << " waiting:\n"
+                  << text;
+    return false;
+  };
   grpc::GenericStub stub(grpc::CreateChannel(
       server.address(), grpc::InsecureChannelCredentials()));
   const std::string kGemm = "/gemm.v1.GemmService/Gemm";
   // In this order on the server (the calls of a channel may reach it in
   // any order).
-  auto pause = [] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  };
   BlockingGenericCall holding(&stub, kGemm);
-  pause();
+  ASSERT_TRUE(wait_for(1, 0));
   BlockingGenericCall first(&stub, kGemm, absl::Seconds(20));
-  pause();
+  ASSERT_TRUE(wait_for(1, 1));
   BlockingGenericCall second(&stub, kGemm);
-  pause();
+  ASSERT_TRUE(wait_for(1, 2));
   // One reading and two waiting: a third call waiting is one too many.
   {
     BlockingGenericCall refused(&stub, kGemm, absl::Seconds(5));
@@ -249,6 +278,8 @@ TEST(ClientShareTest, UnaryRequestsAreReadAFewAtATimePerClient) {
   grpc::Slice slice(bytes);
   ASSERT_TRUE(first.Write(grpc::ByteBuffer(&slice, 1)));
   first.WritesDone();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(wait_for(1, 2)) << "first's request was read before its turn";
   holding.Cancel();
   // (Should the server have seen `second` before `first` after all, the
   // turn would pass through it.)
