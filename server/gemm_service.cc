@@ -40,6 +40,8 @@ GemmStreamReactor::Options StreamOptions(
 
 // The unary method served through the generic API.
 constexpr char kGemmMethod[] = "/gemm.v1.GemmService/Gemm";
+constexpr char kNoRequestMessage[] =
+    "the unary call ended without its request message";
 
 UnaryReadGate::Options ReadGateOptions(
     const GemmServiceImpl::Options& options) {
@@ -218,8 +220,7 @@ class GemmServiceImpl::UnaryGemmCall final
   // logged, counted, and answered unless `answer` is false.
   void Refuse(const absl::Status& status) override { Refuse(status, true); }
   void Refuse(const absl::Status& status, bool answer) {
-    service_->intake_.events().Refused(client_, "unary call", nullptr, status);
-    service_->intake_.counts().CountRejected(status.code());
+    service_->CountRefusedUnary(client_, nullptr, status);
     if (answer) Answer(status);
   }
 
@@ -233,8 +234,7 @@ class GemmServiceImpl::UnaryGemmCall final
       // only once gRPC is done with the call (IsCancelled() is settled in
       // OnDone); the refusal is logged and counted then.
       read_failed_ = true;
-      Answer(absl::InvalidArgumentError(
-          "the unary call ended without its request message"));
+      Answer(absl::InvalidArgumentError(kNoRequestMessage));
       return;
     }
     service_->AdmitUnary(this);
@@ -254,8 +254,7 @@ class GemmServiceImpl::UnaryGemmCall final
       Refuse(context_->IsCancelled()
                  ? absl::CancelledError(
                        "the call ended while its request was arriving")
-                 : absl::InvalidArgumentError(
-                       "the unary call ended without its request message"),
+                 : absl::InvalidArgumentError(kNoRequestMessage),
              /*answer=*/false);
     }
     delete this;
@@ -283,9 +282,8 @@ grpc::ServerGenericBidiReactor* GemmServiceImpl::UnaryCalls::CreateReactor(
   absl::StatusOr<std::string> client = service_->Identify(*context);
   if (!client.ok()) {
     // A caller refused before it was identified is logged by its address.
-    service_->intake_.events().Refused(ClientIdentityOfPeer(context->peer()),
-                                       "unary call", nullptr, client.status());
-    service_->intake_.counts().CountRejected(client.status().code());
+    service_->CountRefusedUnary(ClientIdentityOfPeer(context->peer()), nullptr,
+                                client.status());
     return new RefusedStream(ToGrpcStatus(client.status()));
   }
   auto* call = new UnaryGemmCall(service_, context, *std::move(client));
@@ -353,11 +351,17 @@ void GemmServiceImpl::AdmitUnary(UnaryGemmCall* call) {
   };
   absl::Status status = start();
   if (!status.ok()) {
-    intake_.events().Refused(call->client(), "unary call",
-                             shape.has_value() ? &*shape : nullptr, status);
-    intake_.counts().CountRejected(status.code());
+    CountRefusedUnary(call->client(), shape.has_value() ? &*shape : nullptr,
+                      status);
     call->Answer(status);
   }
+}
+
+void GemmServiceImpl::CountRefusedUnary(const std::string& client,
+                                        const GemmProblem* shape,
+                                        const absl::Status& status) {
+  intake_.events().Refused(client, "unary call", shape, status);
+  intake_.counts().CountRejected(status.code());
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*

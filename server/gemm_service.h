@@ -144,6 +144,10 @@ class GemmServiceImpl final : public GemmServiceBase {
   // Admits the job of a unary call whose request has been read; `call`
   // answers (now, when the job is refused).
   void AdmitUnary(UnaryGemmCall* call);
+  // Logs and counts a unary call refused before its job was accepted
+  // (`shape` once known, else null).
+  void CountRefusedUnary(const std::string& client, const GemmProblem* shape,
+                         const absl::Status& status);
   // What Info answers.
   v1::InfoResponse Describe() const;
   // The caller's identity, or UNAUTHENTICATED (call_auth.h).

@@ -27,6 +27,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/gemm.grpc.pb.h"
+#include "proto/wire_codec.h"
 #include "server/blocking_generic_call.h"
 #include "tests/metrics_scrape.h"
 #include "tests/server_process.h"
@@ -274,27 +275,17 @@ TEST(ClientShareTest, UnaryRequestsAreReadAFewAtATimePerClient) {
   EXPECT_EQ(VictimJobs(server.address_v6(), 3), 3);
   // A waiting call's request arrives, but is read only when the turn comes
   // to it: when the call holding it ends.
-  const std::string bytes = Request(64, 64, 64).SerializeAsString();
-  grpc::Slice slice(bytes);
-  ASSERT_TRUE(first.Write(grpc::ByteBuffer(&slice, 1)));
+  ASSERT_TRUE(first.Write(wire::EncodeMessage(Request(64, 64, 64))));
   first.WritesDone();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_TRUE(wait_for(1, 2)) << "first's request was read before its turn";
   holding.Cancel();
-  // (Should the server have seen `second` before `first` after all, the
-  // turn would pass through it.)
   second.Cancel();
   grpc::ByteBuffer response_bytes;
   ASSERT_TRUE(first.Read(&response_bytes));
   EXPECT_TRUE(first.Finish().ok());
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(response_bytes.Dump(&slices).ok());
-  std::string flat;
-  for (const grpc::Slice& s : slices) {
-    flat.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
   v1::GemmResponse response;
-  ASSERT_TRUE(response.ParseFromString(flat));
+  ASSERT_TRUE(wire::DecodeMessage(response_bytes, &response).ok());
   EXPECT_EQ(response.c().size(), 64u * 64 * 4);
   // 64 * (0.5 * 0.25) = 8 in every element.
   float c00 = 0;
