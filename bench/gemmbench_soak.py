@@ -33,15 +33,16 @@ SOAK_UNARY_SHARE = 0.25
 # Memory bounds. The server's resident size rises while its pools fill and
 # then levels off: common/process_tuning.h keeps glibc from returning freed
 # blocks, so the peak of jobs in flight stays resident, and on CUDA the
-# pinned host cache keeps up to 4 GiB (--pinned-cache-bytes) for reuse.
+# pinned host pool (--pinned-pool-bytes, 2 GiB) is resident from the start.
 # Measured: the H200 e2e cases peak at 0.45-1.7 GB, the earlier H200 soak
 # (32 in flight, 10% of jobs 1024^3, 60 s) at 1.5 GB; the CPU backend's
 # 10-minute soak here (256 in flight, bench/baselines/cpu/soak.json) at
 # 603 MB, growing 43 MB over its second half.
 #
-# A ceiling on the peak (VmHWM): a healthy server stays under the 4 GiB
-# pinned cache + the largest set of jobs the soak can have in flight (256 x
-# 10 MB of 1000x999x777, 2.6 GB) + the process itself (~0.3 GB), 6.9 GB.
+# A ceiling on the peak (VmHWM): a healthy server stays under the 2 GiB
+# pinned pool + the largest set of jobs the soak can have in flight (256 x
+# 10 MB of 1000x999x777, 2.6 GB, partly inside the pool) + the process
+# itself (~0.3 GB), under 5 GB.
 # It catches what grows without bound; slow leaks are the growth bound's.
 SOAK_RSS_MAX_MB = 8192
 # Growth over the second half of the run (RSS at the end minus RSS at the

@@ -118,9 +118,8 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
     }
   }
   std::unique_ptr<CudaExecutor> executor(new CudaExecutor(options));
-  executor->pinned_ = std::make_unique<PinnedHostPool>(
-      options.pinned_cache_bytes, options.max_pinned_block_bytes,
-      options.pinned_total_bytes);
+  executor->pinned_ = PinnedHostPool::Create(options.pinned_pool_bytes,
+                                             options.max_pinned_block_bytes);
   for (int ordinal : ordinals) {
     ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device,
                      CudaDevice::Create(ordinal, options));
@@ -210,8 +209,8 @@ MemoryUse CudaExecutor::memory_use() const {
     use.devices.push_back(std::move(d));
   }
   use.pinned_in_use_bytes = pinned_->in_use();
-  use.pinned_cached_bytes = pinned_->cached();
-  use.pinned_cache_limit_bytes = pinned_->cache_limit();
+  use.pinned_pool_bytes = pinned_->size();
+  use.pinned_pageable_blocks = pinned_->pageable_blocks();
   return use;
 }
 

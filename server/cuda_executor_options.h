@@ -24,18 +24,16 @@ struct CudaExecutorOptions {
   // Device memory each device may hold for operands, in bytes. 0 (the
   // default): 90% of the memory free on the device at start.
   uint64_t device_memory_budget_bytes = 0;
-  // Pinned host memory kept for reuse once jobs end; blocks beyond it go
-  // back to the driver. Default 4 GiB.
-  uint64_t pinned_cache_bytes = uint64_t{4} << 30;
-  // Most pinned host memory held at once, by jobs and cached together
-  // (pinned_host_pool.h); 0 (the default): no limit. gemm-server sets it to
-  // --max-inflight-bytes, which the jobs' host blocks count against, so
-  // that the cache never holds memory past the budget.
-  uint64_t pinned_total_bytes = 0;
-  // Largest operand block pinned; larger ones stay pageable (slower to
-  // copy, about 6 against 55 GB/s), since pinning one stalls every other
-  // job meanwhile (pinned_host_pool.h). Default 512 MiB (an 11585^2
-  // operand); 0: no limit.
+  // Page-locked host memory pinned at start for the jobs' operands and
+  // results (pinned_host_pool.h); what does not fit in it stays pageable
+  // (slower to copy, about 6 against 55 GB/s). Nothing is pinned after
+  // start, since pinning stalls every other job meanwhile. Default 2 GiB;
+  // gemm-server caps it at --max-inflight-bytes, which the jobs' host
+  // blocks count against. 0: no pinned memory.
+  uint64_t pinned_pool_bytes = uint64_t{2} << 30;
+  // Largest operand block taken from the pinned pool, so that one job
+  // cannot take all of it. Default 512 MiB (an 11585^2 operand); 0: no
+  // limit.
   uint64_t max_pinned_block_bytes = uint64_t{512} << 20;
   // How a worker waits for its batch to finish on the GPU. true (the
   // default): it sleeps until the driver wakes it (cudaEventBlockingSync),

@@ -5,10 +5,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "common/abft.h"
 #include "common/reference_gemm.h"
@@ -362,45 +364,56 @@ TEST_F(CudaExecutorTest, KernelsAreResolvedWithinTheirPrecision) {
 }
 
 TEST_F(CudaExecutorTest, PinnedBlocksOverTheCapStayPageable) {
-  PinnedHostPool pool(/*cache_limit=*/64 << 20, /*max_block_bytes=*/1 << 20);
-  void* small = pool.Allocate(1 << 20);
+  auto pool = PinnedHostPool::Create(/*arena_bytes=*/64 << 20,
+                                     /*max_block_bytes=*/1 << 20);
+  ASSERT_EQ(pool->size(), uint64_t{64} << 20);
+  void* small = pool->Allocate(1 << 20);
   ASSERT_NE(small, nullptr);
-  EXPECT_EQ(pool.Allocate((1 << 20) + 1), nullptr) << "pageable instead";
-  pool.Free(small, 1 << 20);
+  EXPECT_EQ(pool->Allocate((1 << 20) + 1), nullptr) << "pageable instead";
+  EXPECT_EQ(pool->pageable_blocks(), 1u);
+  pool->Free(small, 1 << 20);
+  EXPECT_EQ(pool->in_use(), 0u);
 }
 
-// The pinned bytes held at once, in use and cached, stay under the total
-// limit: a freed block is cached only under it, and a new block of another
-// size evicts cached ones first.
-TEST_F(CudaExecutorTest, PinnedCacheStaysUnderTheTotalLimit) {
+// Blocks come from the arena pinned at start: the driver says each is
+// page-locked host memory, they do not overlap, and once the arena is full
+// a block is refused (pageable) instead of pinned anew.
+TEST_F(CudaExecutorTest, PinnedBlocksComeFromTheArenaAndNothingIsPinnedLater) {
   constexpr uint64_t kMiB = 1 << 20;
-  PinnedHostPool pool(/*cache_limit=*/64 * kMiB, /*max_block_bytes=*/0,
-                      /*total_limit=*/4 * kMiB);
-  void* a = pool.Allocate(2 * kMiB);
-  void* b = pool.Allocate(2 * kMiB);
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  pool.Free(a, 2 * kMiB);
-  EXPECT_EQ(pool.cached(), 2 * kMiB) << "2 in use + 2 cached fit under 4";
-  void* c = pool.Allocate(1 * kMiB);  // 2 + 2 + 1 > 4: the cached 2 go
-  ASSERT_NE(c, nullptr);
-  EXPECT_EQ(pool.cached(), 0u);
-  EXPECT_EQ(pool.in_use(), 3 * kMiB);
-  void* d = pool.Allocate(1 * kMiB);  // 4 in use, nothing cached
-  ASSERT_NE(d, nullptr);
-  pool.Free(b, 2 * kMiB);  // 2 in use: cached
-  EXPECT_EQ(pool.cached(), 2 * kMiB);
-  pool.Free(c, 1 * kMiB);
-  pool.Free(d, 1 * kMiB);
-  EXPECT_EQ(pool.cached(), 4 * kMiB);
-  EXPECT_EQ(pool.in_use(), 0u);
-  // 0 + 4 + 3 > 4: the cached 2 MiB go, then one cached 1 MiB block.
-  void* e = pool.Allocate(3 * kMiB);
-  ASSERT_NE(e, nullptr);
-  EXPECT_EQ(pool.cached(), 1 * kMiB);
-  EXPECT_EQ(pool.in_use(), 3 * kMiB);
-  pool.Free(e, 3 * kMiB);
-  EXPECT_EQ(pool.cached(), 4 * kMiB);
+  auto pool = PinnedHostPool::Create(/*arena_bytes=*/8 * kMiB,
+                                     /*max_block_bytes=*/0);
+  ASSERT_EQ(pool->size(), 8 * kMiB);
+  std::vector<char*> blocks;
+  for (int i = 0; i < 4; ++i) {
+    blocks.push_back(static_cast<char*>(pool->Allocate(2 * kMiB)));
+    ASSERT_NE(blocks.back(), nullptr);
+    cudaPointerAttributes attributes;
+    ASSERT_EQ(cudaPointerGetAttributes(&attributes, blocks.back()),
+              cudaSuccess);
+    EXPECT_EQ(attributes.type, cudaMemoryTypeHost);
+    std::memset(blocks.back(), 0x5a, 2 * kMiB);
+  }
+  std::sort(blocks.begin(), blocks.end());
+  for (size_t i = 1; i < blocks.size(); ++i) {
+    EXPECT_GE(blocks[i] - blocks[i - 1], static_cast<ptrdiff_t>(2 * kMiB));
+  }
+  EXPECT_EQ(pool->in_use(), 8 * kMiB);
+  EXPECT_EQ(pool->Allocate(1), nullptr) << "full: pageable, not pinned anew";
+  EXPECT_EQ(pool->pageable_blocks(), 1u);
+  pool->Free(blocks[1], 2 * kMiB);
+  pool->Free(blocks[2], 2 * kMiB);
+  void* merged = pool->Allocate(4 * kMiB);  // the two freed blocks, merged
+  EXPECT_EQ(merged, blocks[1]);
+  pool->Free(merged, 4 * kMiB);
+  pool->Free(blocks[0], 2 * kMiB);
+  pool->Free(blocks[3], 2 * kMiB);
+  EXPECT_EQ(pool->in_use(), 0u);
+}
+
+TEST_F(CudaExecutorTest, AnEmptyPinnedPoolLeavesEveryBlockPageable) {
+  auto pool = PinnedHostPool::Create(/*arena_bytes=*/0, /*max_block_bytes=*/0);
+  EXPECT_EQ(pool->size(), 0u);
+  EXPECT_EQ(pool->Allocate(4096), nullptr);
 }
 
 TEST_F(CudaExecutorTest, CancelledJobsDoNotRun) {

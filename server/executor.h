@@ -73,10 +73,10 @@ struct MemoryUse {
   };
   std::vector<Device> devices;
   // Page-locked host memory for jobs (pinned_host_pool.h): held by jobs,
-  // and kept for reuse under the cache limit.
+  // the pool's size, and the blocks it had no room for (pageable instead).
   uint64_t pinned_in_use_bytes = 0;
-  uint64_t pinned_cached_bytes = 0;
-  uint64_t pinned_cache_limit_bytes = 0;
+  uint64_t pinned_pool_bytes = 0;
+  uint64_t pinned_pageable_blocks = 0;
 };
 
 // GPU memory of a CUDA IPC region, opened in this process

@@ -2,103 +2,85 @@
 
 #include <cuda_runtime_api.h>
 
-#include "server/size_class.h"
+#include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
 
 namespace gemm::server {
+namespace {
+
+// Granule of the arena's ranges: a page, so that blocks are page aligned
+// (the copy engines' fastest case) and the range book stays small.
+constexpr uint64_t kGranule = 4096;
+// The smallest arena worth pinning when the full size cannot be had.
+constexpr uint64_t kSmallestArena = uint64_t{64} << 20;
+
+}  // namespace
+
+std::unique_ptr<PinnedHostPool> PinnedHostPool::Create(
+    uint64_t arena_bytes, uint64_t max_block_bytes) {
+  arena_bytes = arena_bytes / kGranule * kGranule;
+  void* arena = nullptr;
+  uint64_t bytes = arena_bytes;
+  const absl::Time start = absl::Now();
+  while (bytes > 0) {
+    if (cudaHostAlloc(&arena, bytes, cudaHostAllocPortable) == cudaSuccess) {
+      break;
+    }
+    const cudaError_t error = cudaGetLastError();
+    spdlog::warn("pinned host pool: cannot pin {} MiB ({}){}", bytes >> 20,
+                 cudaGetErrorString(error),
+                 bytes / 2 >= kSmallestArena ? "; trying half" : "");
+    arena = nullptr;
+    bytes = bytes / 2 >= kSmallestArena ? bytes / 2 / kGranule * kGranule : 0;
+  }
+  if (arena_bytes > 0) {
+    spdlog::info("pinned host pool: {} MiB page-locked in {:.2f} s{}",
+                 bytes >> 20, absl::ToDoubleSeconds(absl::Now() - start),
+                 bytes == 0 ? "; every job's operands stay pageable" : "");
+  }
+  return std::unique_ptr<PinnedHostPool>(
+      new PinnedHostPool(static_cast<char*>(arena), bytes, max_block_bytes));
+}
+
+PinnedHostPool::PinnedHostPool(char* arena, uint64_t arena_bytes,
+                               uint64_t max_block_bytes)
+    : arena_(arena),
+      size_(arena_bytes),
+      max_block_bytes_(max_block_bytes),
+      ranges_(arena_bytes, kGranule) {}
+
+PinnedHostPool::~PinnedHostPool() {
+  if (arena_ != nullptr) cudaFreeHost(arena_);
+}
 
 void* PinnedHostPool::Allocate(uint64_t bytes) {
-  const uint64_t size = SizeClass(bytes);
-  if (max_block_bytes_ > 0 && size > max_block_bytes_) return nullptr;
-  std::vector<void*> evicted;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = free_.find(size);
-    if (it != free_.end() && !it->second.empty()) {
-      void* block = it->second.back();
-      it->second.pop_back();
-      cached_ -= size;
-      in_use_ += size;
-      return block;
-    }
-    evicted = EvictForTotalLimit(size);
-    // Counted before the allocation, so that concurrent allocations and
-    // frees see it when they check the total limit.
-    in_use_ += size;
-  }
-  for (void* old : evicted) cudaFreeHost(old);
-  void* block = nullptr;
-  if (cudaHostAlloc(&block, size, cudaHostAllocPortable) != cudaSuccess) {
-    cudaGetLastError();
-    Trim();
-    if (cudaHostAlloc(&block, size, cudaHostAllocPortable) != cudaSuccess) {
-      cudaGetLastError();
-      spdlog::warn(
-          "pinned pool: cudaHostAlloc of {} bytes failed; the job "
-          "uses pageable memory",
-          size);
-      absl::MutexLock lock(&mu_);
-      in_use_ -= size;
-      return nullptr;
+  absl::MutexLock lock(&mu_);
+  if (max_block_bytes_ == 0 || bytes <= max_block_bytes_) {
+    if (std::optional<uint64_t> offset = ranges_.Allocate(bytes)) {
+      return arena_ + *offset;
     }
   }
-  return block;
+  ++pageable_blocks_;
+  return nullptr;
 }
 
-void PinnedHostPool::Free(void* block, uint64_t bytes) {
-  const uint64_t size = SizeClass(bytes);
-  {
-    absl::MutexLock lock(&mu_);
-    in_use_ -= size;
-    const bool under_total =
-        total_limit_ == 0 || in_use_ + cached_ + size <= total_limit_;
-    if (cached_ + size <= cache_limit_ && under_total) {
-      free_[size].push_back(block);
-      cached_ += size;
-      return;
-    }
+void PinnedHostPool::Free(void* block, uint64_t /*bytes*/) {
+  const uint64_t offset =
+      static_cast<uint64_t>(static_cast<char*>(block) - arena_);
+  absl::MutexLock lock(&mu_);
+  if (!ranges_.Free(offset)) {
+    spdlog::error("pinned host pool: freed a block it did not hand out");
   }
-  cudaFreeHost(block);
-}
-
-std::vector<void*> PinnedHostPool::EvictForTotalLimit(uint64_t incoming) {
-  std::vector<void*> evicted;
-  // Blocks in use alone past the limit: evicting cannot bring the total
-  // under it, and would only stall the driver at the busiest moment.
-  if (total_limit_ == 0 || in_use_ + incoming > total_limit_) return evicted;
-  for (auto it = free_.rbegin();
-       it != free_.rend() && in_use_ + cached_ + incoming > total_limit_;
-       ++it) {
-    while (!it->second.empty() && in_use_ + cached_ + incoming > total_limit_) {
-      evicted.push_back(it->second.back());
-      it->second.pop_back();
-      cached_ -= it->first;
-    }
-  }
-  return evicted;
 }
 
 uint64_t PinnedHostPool::in_use() const {
   absl::MutexLock lock(&mu_);
-  return in_use_;
+  return ranges_.used();
 }
 
-uint64_t PinnedHostPool::cached() const {
+uint64_t PinnedHostPool::pageable_blocks() const {
   absl::MutexLock lock(&mu_);
-  return cached_;
-}
-
-void PinnedHostPool::Trim() {
-  std::vector<void*> blocks;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto& [size, list] : free_) {
-      blocks.insert(blocks.end(), list.begin(), list.end());
-    }
-    free_.clear();
-    cached_ = 0;
-  }
-  for (void* block : blocks) cudaFreeHost(block);
+  return pageable_blocks_;
 }
 
 }  // namespace gemm::server

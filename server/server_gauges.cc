@@ -140,12 +140,17 @@ void AddServerGauges(MetricsRegistry& registry, const GaugeSources& sources) {
   pinned_gauge("gemm_pinned_host_used_bytes",
                "Page-locked host memory held by jobs (CUDA backend)",
                &MemoryUse::pinned_in_use_bytes);
-  pinned_gauge("gemm_pinned_host_cached_bytes",
-               "Page-locked host memory kept for reuse (CUDA backend)",
-               &MemoryUse::pinned_cached_bytes);
-  pinned_gauge("gemm_pinned_host_cache_limit_bytes",
-               "Most page-locked memory kept for reuse (--pinned-cache-bytes)",
-               &MemoryUse::pinned_cache_limit_bytes);
+  pinned_gauge("gemm_pinned_host_pool_bytes",
+               "Page-locked host memory pinned at start for jobs "
+               "(--pinned-pool-bytes)",
+               &MemoryUse::pinned_pool_bytes);
+  registry.AddSampledCounter(
+      "gemm_pinned_host_pageable_blocks_total",
+      "Job blocks the pinned pool had no room for, left pageable", {},
+      [executor] {
+        return One(
+            static_cast<double>(executor->memory_use().pinned_pageable_blocks));
+      });
 
   ConnectionLimiter* connections = sources.connections;
   if (connections != nullptr) {

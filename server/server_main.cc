@@ -261,13 +261,15 @@ int RunServerMain(int argc, char** argv,
                  "device memory per GPU for operands (0: 90% of the free "
                  "memory at start); larger jobs get RESOURCE_EXHAUSTED")
       ->capture_default_str();
-  app.add_option("--pinned-cache-bytes", options.cuda.pinned_cache_bytes,
-                 "pinned host memory kept for reuse after jobs end")
+  app.add_option("--pinned-pool-bytes", options.cuda.pinned_pool_bytes,
+                 "page-locked host memory pinned at start for jobs' operands "
+                 "(at most --max-inflight-bytes; 0: none); what does not fit "
+                 "stays pageable")
       ->capture_default_str();
   app.add_option("--max-pinned-block-bytes",
                  options.cuda.max_pinned_block_bytes,
-                 "largest operand block pinned; larger ones stay pageable, "
-                 "since pinning one stalls the GPU's other jobs (0: no limit)")
+                 "largest operand block taken from the pinned pool; larger "
+                 "ones stay pageable (0: no limit)")
       ->capture_default_str();
   app.add_option("--calibrate", options.cuda.calibrate,
                  "measure v5 vs cuBLAS at start for kernel=auto (false: auto "
@@ -331,9 +333,10 @@ int RunServerMain(int argc, char** argv,
       : regions == "any" ? RegionRegistry::Registrants::kAny
                          : RegionRegistry::Registrants::kLocal;
   options.limits.check_min_flops = check_min_gflop * 1e9;
-  // Jobs' pinned blocks count against the in-flight budget; the pinned
-  // cache keeps freed ones only within it.
-  options.cuda.pinned_total_bytes = InflightBudgetBytes(options.limits);
+  // Jobs' pinned blocks count against the in-flight budget: a pool larger
+  // than the budget could never be used.
+  options.cuda.pinned_pool_bytes = std::min(
+      options.cuda.pinned_pool_bytes, InflightBudgetBytes(options.limits));
   // Never below the largest job's claim (JobIntake raises it).
   options.limits.max_client_inflight_bytes =
       client_inflight_share >= 1.0

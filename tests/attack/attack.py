@@ -1192,6 +1192,36 @@ def read_proc_status(pid):
     return out
 
 
+def thread_cpu(pid):
+    """{thread name: CPU seconds} of a process's threads, summed by name."""
+    out = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        tasks = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # "tid (name) state ..."; the name may hold spaces and parentheses.
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) +
+                                          int(fields[12])) / tick
+    return out
+
+
+def cpu_between(before, after, top=8):
+    """CPU seconds each thread name used between two thread_cpu()s."""
+    used = {k: after[k] - before.get(k, 0.0) for k in after}
+    busiest = sorted(used.items(), key=lambda kv: -kv[1])[:top]
+    return {"total_s": round(sum(used.values()), 2),
+            "busiest_threads_s": {k: round(v, 2) for k, v in busiest}}
+
+
 def count_fds(pid):
     try:
         return len(os.listdir("/proc/%d/fd" % pid))
@@ -1450,6 +1480,7 @@ async def run_scenario(name, attacks, cfg, overrides, baseline):
 
     stop = asyncio.Event()
     t_attack = time.monotonic()
+    cpu_attack = thread_cpu(server.proc.pid)
     log_attack = server.log_bytes()
     contexts = {a: AttackContext("127.0.0.1", port, info,
                                  attack_params(a, cfg.scale, overrides), stop,
@@ -1477,6 +1508,7 @@ async def run_scenario(name, attacks, cfg, overrides, baseline):
         if attacks and all(t.done() for t in tasks.values()):
             break  # every attack gave up early (an error, say)
     t_release = time.monotonic()
+    cpu_release = thread_cpu(server.proc.pid)
     stop.set()
     results = {}
     for a, task in tasks.items():
@@ -1520,6 +1552,11 @@ async def run_scenario(name, attacks, cfg, overrides, baseline):
             "rss_after_mib": mib(rss_after),
             "settle_s": cfg.settle_s,
             "threads_peak": max((s[2] or 0 for s in whole), default=None),
+            # Server CPU during the attack, by thread name (gRPC's, the
+            # scheduler's workers'): what a stalled victim waited on.
+            "cpu_during_attack": dict(
+                cpu_between(cpu_attack, cpu_release),
+                seconds=round(t_release - t_attack, 2)),
             "fds_idle": idle_fds,
             "fds_peak": max((s[3] or 0 for s in whole), default=None),
             "fds_after": fds_after,
