@@ -61,6 +61,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -1272,8 +1273,12 @@ class ServerProcess:
     def __init__(self, binary, flags, workdir, name, nofile=None):
         self.port_file = os.path.join(workdir, name + ".port")
         self.log_path = os.path.join(workdir, name + ".log")
+        self.metrics_port_file = os.path.join(workdir, name + ".metrics-port")
+        # Its metrics, scraped halfway through the attack: what the jobs
+        # were waiting on when a victim stalls.
         self.argv = [binary, "--listen", "[::]:0", "--port-file",
-                     self.port_file] + flags
+                     self.port_file, "--metrics-listen", "127.0.0.1:0",
+                     "--metrics-port-file", self.metrics_port_file] + flags
         self.nofile = nofile
         self.proc = None
         self.port = None
@@ -1307,6 +1312,43 @@ class ServerProcess:
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
+
+    def gauges(self, timeout=5.0):
+        """The server's gemm_ series but histograms', {series: value}."""
+        try:
+            with open(self.metrics_port_file) as f:
+                port = int(f.read().strip())
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
+                                        timeout=timeout) as r:
+                text = r.read().decode()
+        except (OSError, ValueError) as e:
+            return {"error": "%s: %s" % (type(e).__name__, e)}
+        out = {}
+        for line in text.splitlines():
+            if not line.startswith("gemm_") or "_bucket{" in line:
+                continue
+            series, _, value = line.rpartition(" ")
+            if series.endswith(("_sum", "_count")) or "_sum{" in series \
+                    or "_count{" in series:
+                continue
+            try:
+                out[series] = float(value)
+            except ValueError:
+                pass
+        return out
+
+    def dump_stacks(self, path):
+        """Every thread's stack (gdb), to `path`; the error, if any."""
+        try:
+            r = subprocess.run(["gdb", "-p", str(self.proc.pid), "-batch",
+                                "-ex", "thread apply all bt"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               timeout=120, check=False)
+            with open(path, "wb") as f:
+                f.write(r.stdout)
+            return None
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return "%s: %s" % (type(e).__name__, e)
 
     def log_bytes(self):
         try:
@@ -1490,7 +1532,15 @@ async def run_scenario(name, attacks, cfg, overrides, baseline):
 
     async def probe_later():
         await asyncio.sleep(cfg.hold_s / 2)
-        return await probes(cfg.client, port)
+        found = await probes(cfg.client, port)
+        found["server_metrics"] = await asyncio.get_running_loop(
+        ).run_in_executor(None, server.gauges)
+        if cfg.dump_stacks:
+            path = os.path.join(cfg.workdir, name + ".stacks.txt")
+            error = await asyncio.get_running_loop().run_in_executor(
+                None, server.dump_stacks, path)
+            found["stacks"] = error or path
+        return found
     during_task = asyncio.ensure_future(probe_later())
     safety_abort = None
     crashed_during = False
@@ -1960,6 +2010,10 @@ def main(argv=None):
     run.add_argument("--no-together", action="store_true",
                      help="skip the all-attacks-at-once scenario")
     run.add_argument("--only-together", action="store_true")
+    run.add_argument("--dump-stacks", action="store_true",
+                     help="halfway through each attack, write the server's "
+                     "thread stacks (gdb, which pauses the server meanwhile) "
+                     "to WORKDIR/SCENARIO.stacks.txt")
     run.add_argument("--workdir", help="server logs, victim reports "
                      "(default: a new temporary folder)")
     run.add_argument("--check", action="store_true",
