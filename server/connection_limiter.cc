@@ -1,6 +1,7 @@
 #include "server/connection_limiter.h"
 
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -80,7 +81,18 @@ bool ConnectionLimiter::Admit(int fd) {
 }
 
 std::string ConnectionLimiter::RefusalLocked(int fd,
-                                             const std::string& client) const {
+                                             const std::string& client) {
+  if (auto it = shut_out_.find(client); it != shut_out_.end()) {
+    const absl::Time now = absl::Now();
+    if (now < it->second) {
+      return absl::StrCat(
+          "the client is shut out for ",
+          absl::FormatDuration(absl::Ceil(it->second - now, absl::Seconds(1))),
+          " more (it cancelled too many calls before they were read: "
+          "--max-client-early-cancels)");
+    }
+    shut_out_.erase(it);
+  }
   if (fd >= 0 && static_cast<size_t>(fd) >= descriptor_ceiling_) {
     return absl::StrCat("descriptor ", fd,
                         " is in the reserve under the open-file limit "
@@ -102,6 +114,26 @@ std::string ConnectionLimiter::RefusalLocked(int fd,
     }
   }
   return "";
+}
+
+size_t ConnectionLimiter::ShutOut(const std::string& client, absl::Time until) {
+  absl::MutexLock lock(&mu_);
+  if (shut_out_.size() >= 1024) {
+    const absl::Time now = absl::Now();
+    for (auto it = shut_out_.begin(); it != shut_out_.end();) {
+      it = it->second <= now ? shut_out_.erase(it) : std::next(it);
+    }
+  }
+  absl::Time& end = shut_out_[client];
+  end = std::max(end, until);
+  size_t shut = 0;
+  for (const Connection& c : connections_) {
+    if (c.client == client && SameSocket(c.fd, c.device, c.inode) &&
+        shutdown(c.fd, SHUT_RDWR) == 0) {
+      ++shut;
+    }
+  }
+  return shut;
 }
 
 void ConnectionLimiter::Sweep() {

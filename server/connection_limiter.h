@@ -9,6 +9,10 @@
 // nearly full, and the reserve keeps descriptors free for everything else
 // the process opens.
 //
+// A client can be shut out (ShutOut): its connections are closed under
+// gRPC (shutdown(2), so gRPC sees the peer go and ends its calls) and its
+// new connections refused until a time.
+//
 // A closed connection is noticed lazily: each known socket's descriptor is
 // checked (fstat, by inode) when a limit is reached, when the list has
 // doubled since the last look, and on Sweep() and open().
@@ -30,6 +34,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace gemm::server {
 
@@ -54,6 +59,11 @@ class ConnectionLimiter {
   bool Admit(int fd);
   // Forgets the connections whose sockets have been closed.
   void Sweep();
+  // Shuts down every connection `client` holds and refuses its new ones
+  // until `until`; returns the connections shut down. The socket is checked
+  // to be the one admitted (by inode) just before, under the lock that
+  // Admit takes; gRPC closes the descriptor itself once it sees the end.
+  size_t ShutOut(const std::string& client, absl::Time until);
 
   // Connections open now (sweeps first).
   size_t open();
@@ -73,7 +83,7 @@ class ConnectionLimiter {
   // Drops the connections whose descriptors no longer hold their socket.
   void SweepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why `fd` from `client` is refused; empty when it is not.
-  std::string RefusalLocked(int fd, const std::string& client) const
+  std::string RefusalLocked(int fd, const std::string& client)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
@@ -82,6 +92,8 @@ class ConnectionLimiter {
   mutable absl::Mutex mu_;
   std::vector<Connection> connections_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, size_t> per_client_ ABSL_GUARDED_BY(mu_);
+  // Clients shut out, and until when.
+  std::map<std::string, absl::Time> shut_out_ ABSL_GUARDED_BY(mu_);
   uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
   size_t next_sweep_at_ ABSL_GUARDED_BY(mu_) = 64;
 };

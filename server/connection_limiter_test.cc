@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "server/client_identity.h"
 
@@ -39,6 +40,8 @@ class Loopback {
     clients_.push_back(client);
     return accept(listener_, nullptr, nullptr);
   }
+  // The client's end of the last connection.
+  int last_client() const { return clients_.back(); }
 
  private:
   int listener_ = -1;
@@ -127,6 +130,35 @@ TEST(ConnectionLimiterTest, DescriptorsNearTheOpenFileLimitAreRefused) {
   }
   EXPECT_TRUE(refused);
   for (int fd : fds) close(fd);
+}
+
+// A client shut out loses the connections it holds (its end reads EOF, the
+// server's descriptors stay open for their owner to close) and has new
+// ones refused until the time given; other clients are untouched.
+TEST(ConnectionLimiterTest, AClientShutOutLosesItsConnectionsForAWhile) {
+  ConnectionLimiter limiter({});
+  Loopback loopback;
+  std::vector<int> servers, clients;
+  for (int i = 0; i < 3; ++i) {
+    servers.push_back(loopback.Accept());
+    clients.push_back(loopback.last_client());
+    ASSERT_TRUE(limiter.Admit(servers.back()));
+  }
+  EXPECT_EQ(limiter.ShutOut("10.9.9.9", absl::Now() + absl::Hours(1)), 0u)
+      << "another client";
+  EXPECT_EQ(limiter.ShutOut("127.0.0.1", absl::Now() + absl::Seconds(1)), 3u);
+  for (int client : clients) {
+    char byte;
+    EXPECT_EQ(recv(client, &byte, 1, 0), 0) << "EOF at the client";
+  }
+  const int refused = loopback.Accept();
+  EXPECT_FALSE(limiter.Admit(refused)) << "shut out for a second";
+  close(refused);
+  absl::SleepFor(absl::Seconds(1.2));
+  const int later = loopback.Accept();
+  EXPECT_TRUE(limiter.Admit(later)) << "admitted once the time is up";
+  close(later);
+  for (int fd : servers) close(fd);
 }
 
 }  // namespace

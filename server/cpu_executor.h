@@ -2,7 +2,9 @@
 //
 // This is the backend wherever there is no GPU. Its only kernel is "cpu";
 // "auto" resolves to it. OpenBLAS parallelizes each GEMM over its own
-// threads, so batches run one job after another.
+// threads, so batches run one job after another; GEMMs under 512^3 run on
+// one thread (helper threads spin after each GEMM they join, taking cores
+// from gRPC on a small host).
 //
 // A job with JobSpec::check is checked (common/abft.h) on the host: the
 // operands' sums before the GEMM, C's after it. A result that fails runs
@@ -62,9 +64,15 @@ class CpuExecutor final : public Executor {
 
   // One job: its GEMM, and its check when it asks for one. Fails only
   // with DATA_LOSS (both runs failed the check).
-  absl::Status Run(GemmJob& job);
+  absl::Status Run(GemmJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // cblas_sgemm on the job, on one thread or all (kThreadedMinVolume).
+  void Sgemm(GemmJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
+  // OpenBLAS threads for large GEMMs, and those set now (one for small
+  // ones); OpenBLAS's count is process-wide, so it changes under mu_.
+  int full_threads_ = 1;
+  int current_threads_ ABSL_GUARDED_BY(mu_) = 1;
   absl::Mutex mu_;
   ResultCorrupter corrupter_;
   std::atomic<uint64_t> check_mismatches_{0};

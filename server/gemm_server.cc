@@ -196,6 +196,16 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   service_options.metrics = server->metrics_.get();
   service_options.regions = options.regions;
   service_options.max_client_unary_reads = UnaryReadsPerClient(options);
+  service_options.max_client_early_cancels = options.max_client_early_cancels;
+  service_options.shut_out_for = absl::Seconds(options.shut_out_s);
+  // The listener's limiter is made below, before any call can come.
+  GemmServer* const raw = server.get();
+  service_options.shut_out = [raw](const std::string& client,
+                                   absl::Time until) -> size_t {
+    return raw->connection_limiter_ == nullptr
+               ? 0
+               : raw->connection_limiter_->ShutOut(client, until);
+  };
   server->service_ = std::make_unique<GemmServiceImpl>(
       service_options, server->executor_.get(), server->scheduler_.get());
 

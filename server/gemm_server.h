@@ -103,6 +103,14 @@ class GemmServer {
     std::string token_file;
     size_t max_connections = 10000;
     size_t max_connections_per_client = 32;
+    // Calls a client address may cancel before their requests are read (a
+    // stream that sent nothing, a unary call still unread), at once; the
+    // allowance refills at a tenth of it a second. A client that spends it
+    // (HTTP/2 rapid reset) has its connections closed and new ones refused
+    // for shut_out_s (cancel_flood_guard.h; TCP listeners only). Default
+    // 1000; 0: no limit.
+    uint64_t max_client_early_cancels = 1000;
+    double shut_out_s = 10;
     // gRPC's resource quota, in bytes: what its transport may hold in
     // buffers (a request still arriving, a read ahead of the service) before
     // it reclaims memory: it closes idle connections and cancels streams

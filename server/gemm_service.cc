@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "proto/wire_codec.h"
 #include "server/client_identity.h"
 #include "server/wire_timing.h"
+#include "spdlog/spdlog.h"
 
 namespace gemm::server {
 namespace {
@@ -29,8 +31,13 @@ JobIntake::Options IntakeOptions(const GemmServiceImpl::Options& options,
 }
 
 GemmStreamReactor::Options StreamOptions(
-    const GemmServiceImpl::Options& options) {
+    const GemmServiceImpl::Options& options, GemmServiceImpl* service) {
   GemmStreamReactor::Options stream;
+  stream.on_early_cancel = [service](
+                               const std::string& peer,
+                               std::chrono::system_clock::time_point deadline) {
+    service->NoteEarlyCancel(peer, deadline);
+  };
   stream.result_chunk_bytes = options.limits.result_chunk_bytes;
   stream.coalesce_small_writes = options.coalesce_small_writes;
   stream.job_stall_timeout = options.limits.job_stall_timeout;
@@ -74,8 +81,9 @@ GemmServiceImpl::GemmServiceImpl(const Options& options, Executor* executor,
       scheduler_(scheduler),
       regions_(options.regions, executor),
       intake_(IntakeOptions(options, &regions_), executor, scheduler),
-      stream_options_(StreamOptions(options)),
-      read_gate_(ReadGateOptions(options)) {
+      stream_options_(StreamOptions(options, this)),
+      read_gate_(ReadGateOptions(options)),
+      cancel_flood_({.max_early_cancels = options.max_client_early_cancels}) {
   const absl::Duration stall = options.limits.job_stall_timeout;
   const absl::Duration idle = options.regions.idle_timeout;
   absl::Duration period = absl::Seconds(1);
@@ -168,6 +176,31 @@ v1::InfoResponse GemmServiceImpl::Describe() const {
   return response;
 }
 
+void GemmServiceImpl::NoteEarlyCancel(
+    const std::string& peer, std::chrono::system_clock::time_point deadline) {
+  if (std::chrono::system_clock::now() >= deadline) return;
+  // By address whatever the authentication: it is the connections that go.
+  const std::string client = ClientIdentityOfPeer(peer);
+  const absl::Time now = absl::Now();
+  if (!cancel_flood_.OnEarlyCancel(client, now)) return;
+  const size_t closed =
+      options_.shut_out ? options_.shut_out(client, now + options_.shut_out_for)
+                        : 0;
+  // gRPC goes on with the calls it had read before the connections closed,
+  // so the guard can trip again meanwhile: one line a second at most.
+  {
+    absl::MutexLock lock(&shut_out_log_mu_);
+    if (now - last_shut_out_log_ < absl::Seconds(1)) return;
+    last_shut_out_log_ = now;
+  }
+  spdlog::warn(
+      "client {} cancelled more than {} calls before their requests were read "
+      "(--max-client-early-cancels; an HTTP/2 rapid reset?): closed its {} "
+      "connection(s), refusing new ones for {}",
+      QuoteClientText(client), options_.max_client_early_cancels, closed,
+      absl::FormatDuration(options_.shut_out_for));
+}
+
 absl::StatusOr<std::string> GemmServiceImpl::Identify(
     const grpc::CallbackServerContext& context) const {
   if (options_.authenticator == nullptr) {
@@ -187,7 +220,10 @@ class GemmServiceImpl::UnaryGemmCall final
  public:
   UnaryGemmCall(GemmServiceImpl* service, grpc::CallbackServerContext* context,
                 std::string client)
-      : service_(service), context_(context), client_(std::move(client)) {
+      : service_(service),
+        context_(context),
+        client_(std::move(client)),
+        peer_(context->peer()) {
     service_->open_unary_calls_.fetch_add(1);
   }
 
@@ -237,6 +273,7 @@ class GemmServiceImpl::UnaryGemmCall final
       Answer(absl::InvalidArgumentError(kNoRequestMessage));
       return;
     }
+    admitted_ = true;
     service_->AdmitUnary(this);
   }
 
@@ -250,6 +287,9 @@ class GemmServiceImpl::UnaryGemmCall final
   }
 
   void OnDone() override {
+    if (!admitted_ && context_->IsCancelled()) {
+      service_->NoteEarlyCancel(peer_, context_->deadline());
+    }
     if (read_failed_) {
       Refuse(context_->IsCancelled()
                  ? absl::CancelledError(
@@ -264,10 +304,14 @@ class GemmServiceImpl::UnaryGemmCall final
   GemmServiceImpl* const service_;
   grpc::CallbackServerContext* const context_;
   const std::string client_;
+  // The peer as the call began (gRPC forgets it once the call is over).
+  const std::string peer_;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
   // OnReadDone(false) answered; OnDone logs and counts the refusal.
   bool read_failed_ = false;
+  // The request was read and handed to AdmitUnary.
+  bool admitted_ = false;
 };
 
 grpc::ServerGenericBidiReactor* GemmServiceImpl::UnaryCalls::CreateReactor(

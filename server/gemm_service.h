@@ -18,10 +18,13 @@
 #define GEMM_SERVER_GEMM_SERVICE_H_
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -30,6 +33,7 @@
 #include "proto/gemm.grpc.pb.h"
 #include "server/batch_scheduler.h"
 #include "server/call_auth.h"
+#include "server/cancel_flood_guard.h"
 #include "server/executor.h"
 #include "server/gemm_job.h"
 #include "server/gemm_stream_reactor.h"
@@ -82,6 +86,18 @@ class GemmServiceImpl final : public GemmServiceBase {
     ServerMetrics* metrics = nullptr;
     // Shared-memory regions (region_registry.h).
     RegionRegistry::Options regions;
+    // Calls a client may cancel before their requests are read, before it
+    // is shut out (cancel_flood_guard.h). Default 1000, refilling 100 a
+    // second; 0: no limit.
+    uint64_t max_client_early_cancels = 1000;
+    // How long a client that spent that allowance stays shut out. Default
+    // 10 s.
+    absl::Duration shut_out_for = absl::Seconds(10);
+    // Closes a client's connections and refuses its new ones until a time
+    // (ConnectionLimiter::ShutOut), returning the connections closed; set
+    // by GemmServer where it owns the listener. Default: none (the guard
+    // only logs).
+    std::function<size_t(const std::string& client, absl::Time until)> shut_out;
   };
 
   // `executor` and `scheduler` must outlive the service. Starts a thread
@@ -122,6 +138,16 @@ class GemmServiceImpl final : public GemmServiceBase {
   uint64_t inflight_limit_bytes() const { return intake_.budget().limit(); }
   // The callers' shared-memory regions.
   const RegionRegistry& regions() const { return regions_; }
+  // A call of `peer` (grpc::ServerContext::peer()) that its caller
+  // cancelled before its request was read (a stream that sent nothing, a
+  // unary call not yet read): counted against the client's allowance,
+  // which shuts it out once spent. A call past its `deadline` is not the
+  // client's doing and is not counted.
+  void NoteEarlyCancel(const std::string& peer,
+                       std::chrono::system_clock::time_point deadline);
+  // Clients shut out so far for cancelling calls before they were read.
+  uint64_t clients_shut_out() const { return cancel_flood_.trips(); }
+
   // Jobs turned away before they were accepted (Info's jobs_rejected).
   uint64_t rejected_jobs() const { return intake_.counts().rejected(); }
   // Unary Gemm calls whose request is being read, and those waiting for
@@ -165,6 +191,10 @@ class GemmServiceImpl final : public GemmServiceBase {
   StreamRegistry streams_;
   std::atomic<size_t> open_unary_calls_{0};
   UnaryReadGate read_gate_;
+  CancelFloodGuard cancel_flood_;
+  absl::Mutex shut_out_log_mu_;
+  absl::Time last_shut_out_log_ ABSL_GUARDED_BY(shut_out_log_mu_) =
+      absl::InfinitePast();
   UnaryCalls unary_calls_{this};
   // Expires stalled stream jobs every quarter of the stall timeout (at most
   // a second apart), and idle regions.

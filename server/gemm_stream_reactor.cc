@@ -66,6 +66,8 @@ GemmStreamReactor::GemmStreamReactor(JobIntake* intake,
     : intake_(intake),
       registry_(registry),
       options_(options),
+      context_(context),
+      peer_(options.on_early_cancel ? context->peer() : std::string()),
       session_(intake,
                {.result_chunk_bytes = options.result_chunk_bytes,
                 .stall_timeout = options.job_stall_timeout,
@@ -96,6 +98,7 @@ void GemmStreamReactor::OnReadDone(bool ok) {
     if (!ok) {
       session_.OnReadsDone();
     } else if (!finished_) {
+      read_any_ = true;
       intake_->counts().CountReceived(request_.Length());
       const uint64_t epoch = intake_->capacity_epoch();
       const StreamSession::Next next = session_.OnMessage(request_);
@@ -182,6 +185,10 @@ void GemmStreamReactor::OnCancel() {
 }
 
 void GemmStreamReactor::OnDone() {
+  // IsCancelled() is settled here.
+  if (!read_any_ && options_.on_early_cancel && context_->IsCancelled()) {
+    options_.on_early_cancel(peer_, context_->deadline());
+  }
   registry_->Remove(this);
   // A drain may still hold the reactor, and a thread that decided kNone may
   // still be leaving mu_.

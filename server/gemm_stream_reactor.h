@@ -25,7 +25,9 @@
 #ifndef GEMM_SERVER_GEMM_STREAM_REACTOR_H_
 #define GEMM_SERVER_GEMM_STREAM_REACTOR_H_
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <unordered_set>
 #include <vector>
@@ -83,6 +85,13 @@ class GemmStreamReactor final
     absl::Duration job_stall_timeout = absl::Seconds(30);
     // See ServiceLimits::max_open_jobs_per_stream. Default 0: no limit.
     uint64_t max_open_jobs = 0;
+    // Called in OnDone, with the caller's peer (grpc::ServerContext::peer()
+    // as the call began) and the call's deadline, when the caller cancelled
+    // the stream before it sent a message (cancel_flood_guard.h). Default:
+    // nothing.
+    std::function<void(const std::string& peer,
+                       std::chrono::system_clock::time_point deadline)>
+        on_early_cancel;
   };
 
   // `intake` and `registry` must outlive the call. Starts the first read.
@@ -134,6 +143,11 @@ class GemmStreamReactor final
   JobIntake* const intake_;
   StreamRegistry* const registry_;
   const Options options_;
+  grpc::CallbackServerContext* const context_;
+  // The peer as the call began (gRPC forgets it once the call is over).
+  const std::string peer_;
+  // A message was read (the stream was more than opened and reset).
+  bool read_any_ = false;
   grpc::ByteBuffer request_;          // owned by the read in flight
   grpc::ByteBuffer response_;         // owned by the write in flight
   grpc::WriteOptions write_options_;  // of the write in flight

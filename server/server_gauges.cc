@@ -80,6 +80,11 @@ void AddServerGauges(MetricsRegistry& registry, const GaugeSources& sources) {
                     [service] { return One(service->open_streams()); });
   registry.AddGauge("gemm_open_unary_calls", "Unary Gemm calls open", {},
                     [service] { return One(service->open_unary_calls()); });
+  registry.AddSampledCounter(
+      "gemm_clients_shut_out_total",
+      "Clients shut out for cancelling calls before they were read "
+      "(--max-client-early-cancels)",
+      {}, [service] { return One(service->clients_shut_out()); });
   registry.AddGauge(
       "gemm_unary_requests",
       "Unary Gemm requests being read, and waiting "

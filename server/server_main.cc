@@ -188,6 +188,17 @@ int RunServerMain(int argc, char** argv,
                  "connections open at once from one client address (0: no "
                  "cap)")
       ->capture_default_str();
+  app.add_option("--max-client-early-cancels", options.max_client_early_cancels,
+                 "calls a client address may cancel before their requests "
+                 "are read, refilling a tenth a second; past it (HTTP/2 "
+                 "rapid reset) its connections are closed and new ones "
+                 "refused for --shut-out-s (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--shut-out-s", options.shut_out_s,
+                 "how long a client past --max-client-early-cancels is "
+                 "refused")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   app.add_option("--grpc-memory-bytes", options.grpc_memory_bytes,
                  "gRPC's resource quota: buffers its transport may hold "
                  "before it cancels streams to get back under (0: none)")

@@ -186,6 +186,59 @@ int VictimJobs(const std::string& target, int jobs) {
   return ok;
 }
 
+// HTTP/2 rapid reset (CVE-2023-44487): calls opened and cancelled at once,
+// two frames each for the client, a call's setup and teardown each for the
+// server, which gRPC 1.51 does not bound: 40,000 of them kept a 2-core
+// server's gRPC threads busy for 6 s, and every other client's calls waited
+// behind them. Now a client that cancels more calls before the server read
+// them than --max-client-early-cancels allows has its connections closed
+// and new ones refused for --shut-out-s; other clients are served.
+TEST(ConnectionTest, AClientCancellingCallsUnreadIsShutOut) {
+  const std::string port_file =
+      std::string(getenv("TEST_TMPDIR") != nullptr ? getenv("TEST_TMPDIR")
+                                                   : "/tmp") +
+      "/rapid-reset-metrics.port";
+  std::remove(port_file.c_str());
+  ServerProcess server({"--listen", "[::]:0", "--max-client-early-cancels",
+                        "50", "--shut-out-s", "60", "--metrics-listen",
+                        "127.0.0.1:0", "--metrics-port-file", port_file});
+  ASSERT_TRUE(server.Start().ok());
+  auto stub = v1::GemmService::NewStub(grpc::CreateChannel(
+      server.address(), grpc::InsecureChannelCredentials()));
+  // Streams opened and cancelled before they send anything; the server
+  // counts those it saw begin (a call cancelled before it reached the
+  // service is not counted), so open more than the allowance.
+  int refused = 0;
+  for (int i = 0; i < 400 && refused == 0; ++i) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(5));
+    auto stream = stub->GemmStream(&context);
+    // Let the server begin the call, then reset it.
+    if (i % 10 == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    context.TryCancel();
+    const grpc::Status status = stream->Finish();
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) ++refused;
+  }
+  EXPECT_GT(refused, 0) << "the connection was never closed";
+  // Shut out: a new connection from the same address is refused.
+  EXPECT_FALSE(CallInfo(server.address()).ok());
+  // Another client is served.
+  EXPECT_TRUE(CallInfo(server.address_v6()).ok());
+  EXPECT_EQ(VictimJobs(server.address_v6(), 3), 3);
+  int metrics_port = 0;
+  std::ifstream(port_file) >> metrics_port;
+  ASSERT_GT(metrics_port, 0) << server.Log();
+  EXPECT_GE(testing::MetricSample(testing::ScrapeMetrics(metrics_port),
+                                  "gemm_clients_shut_out_total "),
+            1);
+  EXPECT_NE(server.Log().find("rapid reset"), std::string::npos)
+      << server.Log();
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
 // Seven params-only stream messages of under 30 bytes each once reserved
 // all 8 GiB of the in-flight budget, and every other client's job got
 // UNAVAILABLE for as long as the stream stayed open. Now a client holds at
