@@ -89,6 +89,15 @@ std::vector<int> ConnectMany(int port, int count) {
   return fds;
 }
 
+// A path in the test's temporary folder, no file there yet.
+std::string FreshTestFile(const std::string& name) {
+  const char* folder = getenv("TEST_TMPDIR");
+  const std::string path =
+      std::string(folder != nullptr ? folder : "/tmp") + "/" + name;
+  std::remove(path.c_str());
+  return path;
+}
+
 // Info on a new connection to `target`.
 grpc::Status CallInfo(const std::string& target) {
   auto stub = v1::GemmService::NewStub(
@@ -194,33 +203,35 @@ int VictimJobs(const std::string& target, int jobs) {
 // them than --max-client-early-cancels allows has its connections closed
 // and new ones refused for --shut-out-s; other clients are served.
 TEST(ConnectionTest, AClientCancellingCallsUnreadIsShutOut) {
-  const std::string port_file =
-      std::string(getenv("TEST_TMPDIR") != nullptr ? getenv("TEST_TMPDIR")
-                                                   : "/tmp") +
-      "/rapid-reset-metrics.port";
-  std::remove(port_file.c_str());
+  const std::string port_file = FreshTestFile("rapid-reset-metrics.port");
   ServerProcess server({"--listen", "[::]:0", "--max-client-early-cancels",
                         "50", "--shut-out-s", "60", "--metrics-listen",
                         "127.0.0.1:0", "--metrics-port-file", port_file});
   ASSERT_TRUE(server.Start().ok());
   auto stub = v1::GemmService::NewStub(grpc::CreateChannel(
       server.address(), grpc::InsecureChannelCredentials()));
-  // Streams opened and cancelled before they send anything; the server
-  // counts those it saw begin (a call cancelled before it reached the
-  // service is not counted), so open more than the allowance.
+  // Streams opened and cancelled before they send anything: 40 at a time,
+  // left open long enough for the server to begin them (it counts only
+  // the calls it saw begin), then all cancelled.
   int refused = 0;
-  for (int i = 0; i < 400 && refused == 0; ++i) {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::seconds(5));
-    auto stream = stub->GemmStream(&context);
-    // Let the server begin the call, then reset it.
-    if (i % 10 == 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (int round = 0; round < 20 && refused == 0; ++round) {
+    std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+    std::vector<std::unique_ptr<
+        grpc::ClientReaderWriter<v1::StreamRequest, v1::StreamResponse>>>
+        streams;
+    for (int i = 0; i < 40; ++i) {
+      contexts.push_back(std::make_unique<grpc::ClientContext>());
+      contexts.back()->set_deadline(std::chrono::system_clock::now() +
+                                    std::chrono::seconds(10));
+      streams.push_back(stub->GemmStream(contexts.back().get()));
     }
-    context.TryCancel();
-    const grpc::Status status = stream->Finish();
-    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) ++refused;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (auto& context : contexts) context->TryCancel();
+    for (auto& stream : streams) {
+      if (stream->Finish().error_code() == grpc::StatusCode::UNAVAILABLE) {
+        ++refused;
+      }
+    }
   }
   EXPECT_GT(refused, 0) << "the connection was never closed";
   // Shut out: a new connection from the same address is refused.
@@ -270,11 +281,7 @@ TEST(ClientShareTest, JobsDeclaredAndNeverSentLeaveOtherClientsServed) {
 // unread, up to --max-client-jobs of them. A call that sends no message
 // holds a turn the way an unfinished one does.
 TEST(ClientShareTest, UnaryRequestsAreReadAFewAtATimePerClient) {
-  const std::string port_file =
-      std::string(getenv("TEST_TMPDIR") != nullptr ? getenv("TEST_TMPDIR")
-                                                   : "/tmp") +
-      "/unary-gate-metrics.port";
-  std::remove(port_file.c_str());
+  const std::string port_file = FreshTestFile("unary-gate-metrics.port");
   ServerProcess server({"--listen", "[::]:0", "--max-client-unary-reads", "1",
                         "--max-client-jobs", "2", "--metrics-listen",
                         "127.0.0.1:0", "--metrics-port-file", port_file});
