@@ -1,16 +1,8 @@
 #include "server/cancel_flood_guard.h"
 
 #include <algorithm>
-#include <vector>
 
 namespace gemm::server {
-namespace {
-
-// Buckets kept before the full ones are dropped (a full bucket is the same
-// as none).
-constexpr size_t kPruneAt = 4096;
-
-}  // namespace
 
 bool CancelFloodGuard::OnEarlyCancel(const std::string& client,
                                      absl::Time now) {
@@ -18,19 +10,10 @@ bool CancelFloodGuard::OnEarlyCancel(const std::string& client,
   const double capacity = static_cast<double>(options_.max_early_cancels);
   const double per_second = capacity / 10;
   absl::MutexLock lock(&mu_);
-  if (buckets_.size() >= kPruneAt) {
-    std::vector<std::string> full;
-    for (const auto& [name, bucket] : buckets_) {
-      if (bucket.tokens +
-              absl::ToDoubleSeconds(now - bucket.updated) * per_second >=
-          capacity) {
-        full.push_back(name);
-      }
-    }
-    for (const std::string& name : full) buckets_.erase(name);
-  }
+  if (buckets_.size() >= prune_at_) PruneLocked(now);
   auto [it, added] = buckets_.try_emplace(client, Bucket{capacity, now});
   Bucket& bucket = it->second;
+  if (now < bucket.shut_out_until) return false;
   if (!added) {
     const double elapsed =
         std::max(0.0, absl::ToDoubleSeconds(now - bucket.updated));
@@ -41,9 +24,25 @@ bool CancelFloodGuard::OnEarlyCancel(const std::string& client,
     bucket.tokens -= 1;
     return false;
   }
+  bucket.shut_out_until = now + options_.shut_out_for;
   bucket.tokens = capacity;
+  bucket.updated = bucket.shut_out_until;
   ++trips_;
   return true;
+}
+
+void CancelFloodGuard::PruneLocked(absl::Time now) {
+  const double capacity = static_cast<double>(options_.max_early_cancels);
+  const double per_second = capacity / 10;
+  for (auto it = buckets_.begin(); it != buckets_.end();) {
+    const Bucket& b = it->second;
+    const bool full =
+        b.tokens + std::max(0.0, absl::ToDoubleSeconds(now - b.updated)) *
+                       per_second >=
+        capacity;
+    it = full && now >= b.shut_out_until ? buckets_.erase(it) : std::next(it);
+  }
+  prune_at_ = std::max<size_t>(4096, 2 * buckets_.size());
 }
 
 uint64_t CancelFloodGuard::trips() const {

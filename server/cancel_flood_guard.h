@@ -9,9 +9,15 @@
 // Each client (its address) has a bucket of `max_early_cancels` that
 // refills at a tenth of it per second. An early cancel takes one; the one
 // that finds the bucket empty trips the guard, and the service shuts the
-// client out (ConnectionLimiter::ShutOut): its connections are closed and
-// new ones refused for a while. A call that ran past its own deadline is
-// not the client's doing and is not counted.
+// client out (ConnectionLimiter::ShutOut) for `shut_out_for`, during which
+// the client's cancels are not counted (shutting its connections cancels
+// its open calls). What counts as an early cancel is the caller's to say
+// (GemmServiceImpl::NoteEarlyCancel leaves out calls cancelled near their
+// deadline).
+//
+// Only the calls the service sees are counted: Gemm and GemmStream calls
+// that began. A flood of calls the service answers at once (an unknown
+// method, a bad token) or never sees (Info, health) is not.
 //
 // Thread-safety: thread-safe.
 //
@@ -36,26 +42,37 @@ class CancelFloodGuard {
     // the allowance refills at a tenth of it per second. Default 1000 (100
     // a second sustained); 0: no limit.
     uint64_t max_early_cancels = 1000;
+    // How long a client that tripped the guard stays shut out; its cancels
+    // meanwhile are not counted. Default 10 s.
+    absl::Duration shut_out_for = absl::Seconds(10);
   };
 
   explicit CancelFloodGuard(const Options& options) : options_(options) {}
 
   // Counts one early cancel of `client`; true when it finds the client's
-  // allowance spent (the bucket starts over full).
+  // allowance spent: the client is to be shut out until `now` +
+  // shut_out_for, and its bucket starts over full then.
   bool OnEarlyCancel(const std::string& client, absl::Time now);
 
-  // Times the guard has tripped.
+  // Times a client was shut out.
   uint64_t trips() const;
 
  private:
   struct Bucket {
     double tokens;
     absl::Time updated;
+    absl::Time shut_out_until = absl::InfinitePast();
   };
+
+  // Drops buckets that are full and not shut out (the same as none).
+  void PruneLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   mutable absl::Mutex mu_;
   std::unordered_map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(mu_);
+  // Pruned when the map reaches this size (doubling, so that pruning stays
+  // a constant cost per cancel however many clients there are).
+  size_t prune_at_ ABSL_GUARDED_BY(mu_) = 4096;
   uint64_t trips_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

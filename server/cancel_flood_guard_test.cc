@@ -8,17 +8,26 @@ namespace {
 const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
 
 TEST(CancelFloodGuardTest, TripsWhenTheAllowanceIsSpentAndStartsOver) {
-  CancelFloodGuard guard({.max_early_cancels = 100});
+  CancelFloodGuard guard(
+      {.max_early_cancels = 100, .shut_out_for = absl::Seconds(10)});
   for (int i = 0; i < 100; ++i) {
     ASSERT_FALSE(guard.OnEarlyCancel("10.0.0.1", kStart)) << i;
   }
   EXPECT_TRUE(guard.OnEarlyCancel("10.0.0.1", kStart)) << "the 101st";
   EXPECT_EQ(guard.trips(), 1u);
-  // Full again after tripping.
-  for (int i = 0; i < 100; ++i) {
-    ASSERT_FALSE(guard.OnEarlyCancel("10.0.0.1", kStart)) << i;
+  // Shut out: the cancels that shutting its connections causes do not
+  // count, nor trip it again.
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_FALSE(guard.OnEarlyCancel("10.0.0.1", kStart + absl::Seconds(9)));
   }
-  EXPECT_TRUE(guard.OnEarlyCancel("10.0.0.1", kStart));
+  EXPECT_EQ(guard.trips(), 1u);
+  // Full again once the shut-out is over.
+  const absl::Time later = kStart + absl::Seconds(10);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_FALSE(guard.OnEarlyCancel("10.0.0.1", later)) << i;
+  }
+  EXPECT_TRUE(guard.OnEarlyCancel("10.0.0.1", later));
+  EXPECT_EQ(guard.trips(), 2u);
 }
 
 TEST(CancelFloodGuardTest, ClientsHaveAllowancesOfTheirOwn) {

@@ -60,9 +60,14 @@ class ConnectionLimiter {
   // Forgets the connections whose sockets have been closed.
   void Sweep();
   // Shuts down every connection `client` holds and refuses its new ones
-  // until `until`; returns the connections shut down. The socket is checked
-  // to be the one admitted (by inode) just before, under the lock that
-  // Admit takes; gRPC closes the descriptor itself once it sees the end.
+  // until `until`; returns the connections shut down. Each descriptor is
+  // checked to hold the socket admitted (by inode) just before its
+  // shutdown(2); gRPC closes the descriptor itself once it sees the end.
+  // The lock does not stop gRPC closing a descriptor, nor the process
+  // reusing it, between the check and the shutdown: in that window (a few
+  // instructions) another connection could be shut down instead, which
+  // its client sees as a dropped connection. Accepted, as the lesser cost
+  // than holding a duplicate descriptor per connection.
   size_t ShutOut(const std::string& client, absl::Time until);
 
   // Connections open now (sweeps first).

@@ -58,11 +58,12 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("threads must be 0 or more, got ", options.threads));
   }
-  if (options.threads > 0) openblas_set_num_threads(options.threads);
-  std::unique_ptr<CpuExecutor> executor(new CpuExecutor(options));
-  executor->full_threads_ = openblas_get_num_threads();
-  executor->current_threads_ = executor->full_threads_;
-  return executor;
+  // OpenBLAS's own count (all cores, or OPENBLAS_NUM_THREADS), read before
+  // any executor of this process has changed it.
+  static const int kOpenBlasDefault = openblas_get_num_threads();
+  const int threads = options.threads > 0 ? options.threads : kOpenBlasDefault;
+  openblas_set_num_threads(threads);
+  return std::unique_ptr<CpuExecutor>(new CpuExecutor(options, threads));
 }
 
 std::vector<DeviceDescription> CpuExecutor::devices() const {

@@ -60,7 +60,8 @@ class CpuExecutor final : public Executor {
   static constexpr char kKernelName[] = "cpu";
 
  private:
-  explicit CpuExecutor(const Options& options) : options_(options) {}
+  CpuExecutor(const Options& options, int threads)
+      : options_(options), full_threads_(threads), current_threads_(threads) {}
 
   // One job: its GEMM, and its check when it asks for one. Fails only
   // with DATA_LOSS (both runs failed the check).
@@ -70,9 +71,11 @@ class CpuExecutor final : public Executor {
 
   const Options options_;
   // OpenBLAS threads for large GEMMs, and those set now (one for small
-  // ones); OpenBLAS's count is process-wide, so it changes under mu_.
-  int full_threads_ = 1;
-  int current_threads_ ABSL_GUARDED_BY(mu_) = 1;
+  // ones). OpenBLAS's count is process-wide: it changes under mu_, and two
+  // executors in one process (tests) may each run with the other's count,
+  // which costs speed only.
+  const int full_threads_;
+  int current_threads_ ABSL_GUARDED_BY(mu_);
   absl::Mutex mu_;
   ResultCorrupter corrupter_;
   std::atomic<uint64_t> check_mismatches_{0};

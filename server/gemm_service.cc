@@ -35,8 +35,9 @@ GemmStreamReactor::Options StreamOptions(
   GemmStreamReactor::Options stream;
   stream.on_early_cancel = [service](
                                const std::string& peer,
+                               std::chrono::system_clock::time_point began,
                                std::chrono::system_clock::time_point deadline) {
-    service->NoteEarlyCancel(peer, deadline);
+    service->NoteEarlyCancel(peer, began, deadline);
   };
   stream.result_chunk_bytes = options.limits.result_chunk_bytes;
   stream.coalesce_small_writes = options.coalesce_small_writes;
@@ -83,7 +84,8 @@ GemmServiceImpl::GemmServiceImpl(const Options& options, Executor* executor,
       intake_(IntakeOptions(options, &regions_), executor, scheduler),
       stream_options_(StreamOptions(options, this)),
       read_gate_(ReadGateOptions(options)),
-      cancel_flood_({.max_early_cancels = options.max_client_early_cancels}) {
+      cancel_flood_({.max_early_cancels = options.max_client_early_cancels,
+                     .shut_out_for = options.shut_out_for}) {
   const absl::Duration stall = options.limits.job_stall_timeout;
   const absl::Duration idle = options.regions.idle_timeout;
   absl::Duration period = absl::Seconds(1);
@@ -177,8 +179,17 @@ v1::InfoResponse GemmServiceImpl::Describe() const {
 }
 
 void GemmServiceImpl::NoteEarlyCancel(
-    const std::string& peer, std::chrono::system_clock::time_point deadline) {
-  if (std::chrono::system_clock::now() >= deadline) return;
+    const std::string& peer, std::chrono::system_clock::time_point began,
+    std::chrono::system_clock::time_point deadline) {
+  // No rule on how long after it began: under a flood gRPC ends the reset
+  // calls seconds late.
+  const auto wall = std::chrono::system_clock::now();
+  if (deadline != std::chrono::system_clock::time_point::max()) {
+    const std::chrono::system_clock::duration slack =
+        std::max<std::chrono::system_clock::duration>(
+            std::chrono::milliseconds(250), (deadline - began) / 10);
+    if (wall >= deadline - slack) return;
+  }
   // By address whatever the authentication: it is the connections that go.
   const std::string client = ClientIdentityOfPeer(peer);
   const absl::Time now = absl::Now();
@@ -186,19 +197,15 @@ void GemmServiceImpl::NoteEarlyCancel(
   const size_t closed =
       options_.shut_out ? options_.shut_out(client, now + options_.shut_out_for)
                         : 0;
-  // gRPC goes on with the calls it had read before the connections closed,
-  // so the guard can trip again meanwhile: one line a second at most.
-  {
-    absl::MutexLock lock(&shut_out_log_mu_);
-    if (now - last_shut_out_log_ < absl::Seconds(1)) return;
-    last_shut_out_log_ = now;
-  }
   spdlog::warn(
       "client {} cancelled more than {} calls before their requests were read "
-      "(--max-client-early-cancels; an HTTP/2 rapid reset?): closed its {} "
-      "connection(s), refusing new ones for {}",
-      QuoteClientText(client), options_.max_client_early_cancels, closed,
-      absl::FormatDuration(options_.shut_out_for));
+      "(--max-client-early-cancels; an HTTP/2 rapid reset?): {}",
+      QuoteClientText(client), options_.max_client_early_cancels,
+      options_.shut_out
+          ? absl::StrCat("closed its ", closed,
+                         " connection(s), refusing new ones for ",
+                         absl::FormatDuration(options_.shut_out_for))
+          : std::string("this listener cannot shut it out"));
 }
 
 absl::StatusOr<std::string> GemmServiceImpl::Identify(
@@ -288,7 +295,7 @@ class GemmServiceImpl::UnaryGemmCall final
 
   void OnDone() override {
     if (!admitted_ && context_->IsCancelled()) {
-      service_->NoteEarlyCancel(peer_, context_->deadline());
+      service_->NoteEarlyCancel(peer_, began_, context_->deadline());
     }
     if (read_failed_) {
       Refuse(context_->IsCancelled()
@@ -304,8 +311,11 @@ class GemmServiceImpl::UnaryGemmCall final
   GemmServiceImpl* const service_;
   grpc::CallbackServerContext* const context_;
   const std::string client_;
-  // The peer as the call began (gRPC forgets it once the call is over).
+  // The peer as the call began (gRPC forgets it once the call is over),
+  // and when.
   const std::string peer_;
+  const std::chrono::system_clock::time_point began_ =
+      std::chrono::system_clock::now();
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
   // OnReadDone(false) answered; OnDone logs and counts the refusal.

@@ -138,12 +138,15 @@ class GemmServiceImpl final : public GemmServiceBase {
   uint64_t inflight_limit_bytes() const { return intake_.budget().limit(); }
   // The callers' shared-memory regions.
   const RegionRegistry& regions() const { return regions_; }
-  // A call of `peer` (grpc::ServerContext::peer()) that its caller
-  // cancelled before its request was read (a stream that sent nothing, a
-  // unary call not yet read): counted against the client's allowance,
-  // which shuts it out once spent. A call past its `deadline` is not the
-  // client's doing and is not counted.
+  // A call of `peer` (grpc::ServerContext::peer()) that began at `began`
+  // and that its caller cancelled before its request was read (a stream
+  // that sent nothing, a unary call not yet read): counted against the
+  // client's allowance, which shuts it out once spent. Not counted: a call
+  // cancelled near its `deadline` (within a tenth of its timeout, at least
+  // 250 ms: a client giving up on time). A client that cancels many calls
+  // that waited for their turn to be read (UnaryReadGate) is counted.
   void NoteEarlyCancel(const std::string& peer,
+                       std::chrono::system_clock::time_point began,
                        std::chrono::system_clock::time_point deadline);
   // Clients shut out so far for cancelling calls before they were read.
   uint64_t clients_shut_out() const { return cancel_flood_.trips(); }
@@ -192,9 +195,6 @@ class GemmServiceImpl final : public GemmServiceBase {
   std::atomic<size_t> open_unary_calls_{0};
   UnaryReadGate read_gate_;
   CancelFloodGuard cancel_flood_;
-  absl::Mutex shut_out_log_mu_;
-  absl::Time last_shut_out_log_ ABSL_GUARDED_BY(shut_out_log_mu_) =
-      absl::InfinitePast();
   UnaryCalls unary_calls_{this};
   // Expires stalled stream jobs every quarter of the stall timeout (at most
   // a second apart), and idle regions.

@@ -187,7 +187,7 @@ void GemmStreamReactor::OnCancel() {
 void GemmStreamReactor::OnDone() {
   // IsCancelled() is settled here.
   if (!read_any_ && options_.on_early_cancel && context_->IsCancelled()) {
-    options_.on_early_cancel(peer_, context_->deadline());
+    options_.on_early_cancel(peer_, began_, context_->deadline());
   }
   registry_->Remove(this);
   // A drain may still hold the reactor, and a thread that decided kNone may

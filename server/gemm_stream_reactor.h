@@ -86,10 +86,11 @@ class GemmStreamReactor final
     // See ServiceLimits::max_open_jobs_per_stream. Default 0: no limit.
     uint64_t max_open_jobs = 0;
     // Called in OnDone, with the caller's peer (grpc::ServerContext::peer()
-    // as the call began) and the call's deadline, when the caller cancelled
-    // the stream before it sent a message (cancel_flood_guard.h). Default:
-    // nothing.
+    // as the call began), when the call began and its deadline, when the
+    // caller cancelled the stream before it sent a message
+    // (cancel_flood_guard.h). Default: nothing.
     std::function<void(const std::string& peer,
+                       std::chrono::system_clock::time_point began,
                        std::chrono::system_clock::time_point deadline)>
         on_early_cancel;
   };
@@ -144,8 +145,11 @@ class GemmStreamReactor final
   StreamRegistry* const registry_;
   const Options options_;
   grpc::CallbackServerContext* const context_;
-  // The peer as the call began (gRPC forgets it once the call is over).
+  // The peer as the call began (gRPC forgets it once the call is over),
+  // and when.
   const std::string peer_;
+  const std::chrono::system_clock::time_point began_ =
+      std::chrono::system_clock::now();
   // A message was read (the stream was more than opened and reset).
   bool read_any_ = false;
   grpc::ByteBuffer request_;          // owned by the read in flight

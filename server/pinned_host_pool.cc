@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+
 #include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
 
@@ -65,10 +67,11 @@ void* PinnedHostPool::Allocate(uint64_t bytes) {
 }
 
 void PinnedHostPool::Free(void* block, uint64_t /*bytes*/) {
-  const uint64_t offset =
-      static_cast<uint64_t>(static_cast<char*>(block) - arena_);
+  const auto at = reinterpret_cast<uintptr_t>(block);
+  const auto base = reinterpret_cast<uintptr_t>(arena_);
   absl::MutexLock lock(&mu_);
-  if (!ranges_.Free(offset)) {
+  if (arena_ == nullptr || at < base || at >= base + size_ ||
+      !ranges_.Free(at - base)) {
     spdlog::error("pinned host pool: freed a block it did not hand out");
   }
 }

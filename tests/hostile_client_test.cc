@@ -233,7 +233,7 @@ TEST(ConnectionTest, AClientCancellingCallsUnreadIsShutOut) {
       }
     }
   }
-  EXPECT_GT(refused, 0) << "the connection was never closed";
+  EXPECT_GT(refused, 0) << "never refused: the client was not shut out";
   // Shut out: a new connection from the same address is refused.
   EXPECT_FALSE(CallInfo(server.address()).ok());
   // Another client is served.

@@ -529,7 +529,8 @@ TEST_F(RegionTest, UnregisterAnswersOnceTheJobUsingTheRegionHasEnded) {
     if (!listed->empty() && listed->front().jobs() > 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  ASSERT_TRUE(client->UnregisterRegion("busy").ok());
+  const absl::Status unregistered = client->UnregisterRegion("busy");
+  ASSERT_TRUE(unregistered.ok()) << unregistered;
   const int64_t unregistered_ns =
       std::chrono::steady_clock::now().time_since_epoch().count();
   auto timing = result.get_future().get();
