@@ -426,6 +426,7 @@ TABLES = {
     "attack-full-2": ("attack-full-2", table_attack),
     "attack-bdp-off": ("attack-bdp-off", table_attack),
     "attack-full-together": ("attack-full-together", table_attack),
+    "attack-no-rapid-reset": ("attack-no-rapid-reset", table_attack),
 }
 REGION = re.compile(r"(<!-- gemmbench:(?P<gpu>[\w-]+)/(?P<name>[\w-]+):begin -->\n)(?P<body>.*?)"
                     r"(<!-- gemmbench:(?P=gpu)/(?P=name):end -->)", re.S)
