@@ -216,7 +216,8 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   grpc::ServerBuilder builder;
   // TCP addresses get the server's own listener (tcp_acceptor.h); others
   // ("unix:PATH") gRPC's.
-  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> handoff;
+  std::vector<std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor>>
+      handoffs;
   if (absl::StrContains(options.listen_address, "unix:")) {
     builder.AddListeningPort(options.listen_address, credentials,
                              &server->port_);
@@ -230,9 +231,15 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
                      TcpAcceptor::Listen(options.listen_address,
                                          server->connection_limiter_.get()));
     server->port_ = server->acceptor_->port();
-    handoff = builder.experimental().AddExternalConnectionAcceptor(
-        grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
-        credentials);
+    // Several: gRPC holds a lock per acceptor through each hand-off, and
+    // a hand-off can last as long as its client keeps sending (see
+    // tcp_acceptor.h).
+    for (int i = 0; i < TcpAcceptor::kHandoffs; ++i) {
+      handoffs.push_back(builder.experimental().AddExternalConnectionAcceptor(
+          grpc::ServerBuilder::experimental_type::ExternalConnectionType::
+              FROM_FD,
+          credentials));
+    }
   }
   builder.RegisterService(server->service_.get());
   builder.RegisterCallbackGenericService(server->service_->unary_calls());
@@ -297,7 +304,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
                      " (address in use, or not a valid host:port?)"));
   }
   if (server->acceptor_ != nullptr)
-    server->acceptor_->Start(std::move(handoff));
+    server->acceptor_->Start(std::move(handoffs));
   grpc::HealthCheckServiceInterface* health =
       server->server_->GetHealthCheckService();
   health->SetServingStatus(kServiceName, true);

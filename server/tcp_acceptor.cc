@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -83,6 +84,21 @@ int ListenOn(const addrinfo& address, int port) {
   return fd;
 }
 
+// A socket descriptor, closed unless released.
+class OwnedSocket {
+ public:
+  explicit OwnedSocket(int fd) : fd_(fd) {}
+  OwnedSocket(OwnedSocket&& other) : fd_(std::exchange(other.fd_, -1)) {}
+  OwnedSocket& operator=(OwnedSocket&&) = delete;
+  ~OwnedSocket() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int Release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TcpAcceptor>> TcpAcceptor::Listen(
@@ -154,15 +170,27 @@ TcpAcceptor::TcpAcceptor(std::vector<int> listeners, int port,
 
 TcpAcceptor::~TcpAcceptor() {
   Stop();
+  handoff_threads_.reset();
   for (int fd : {wake_[0], wake_[1], spare_}) {
     if (fd >= 0) close(fd);
   }
 }
 
-void TcpAcceptor::Start(
-    std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> handoff) {
-  handoff_ = std::move(handoff);
-  thread_ = std::thread([this] { AcceptLoop(); });
+void TcpAcceptor::Start(std::vector<std::unique_ptr<Handoff>> handoffs) {
+  handoffs_ = std::move(handoffs);
+  {
+    absl::MutexLock lock(&free_mutex_);
+    for (auto& handoff : handoffs_) free_handoffs_.push_back(handoff.get());
+  }
+  handoff_threads_ = std::make_unique<ElasticThreads>(
+      ElasticThreads::Options{.max_threads = handoffs_.size(),
+                              .max_queued = 1024,
+                              .idle_exit = absl::Seconds(10),
+                              .name = "gemm-handoff"});
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "gemm-accept");
+    AcceptLoop();
+  });
 }
 
 void TcpAcceptor::Stop() {
@@ -173,6 +201,8 @@ void TcpAcceptor::Stop() {
     }
     thread_.join();
   }
+  // Connections accepted and not yet handed off are closed.
+  if (handoff_threads_ != nullptr) handoff_threads_->Close();
   for (int fd : listeners_) close(fd);
   listeners_.clear();
 }
@@ -201,11 +231,7 @@ void TcpAcceptor::AcceptLoop() {
             close(fd);
             continue;
           }
-          grpc::experimental::ExternalConnectionAcceptor::
-              NewConnectionParameters connection;
-          connection.listener_fd = polled[i].fd;
-          connection.fd = fd;
-          handoff_->HandleNewConnection(&connection);
+          HandOff(polled[i].fd, fd);
           continue;
         }
         if (errno == EINTR || errno == ECONNABORTED) continue;
@@ -220,6 +246,37 @@ void TcpAcceptor::AcceptLoop() {
         }
         break;
       }
+    }
+  }
+}
+
+void TcpAcceptor::HandOff(int listener, int fd) {
+  // The task owns the socket until gRPC has it: dropped unrun (the pool
+  // closed, or its queue full), it closes the socket.
+  auto task = [this, listener, socket = OwnedSocket(fd)]() mutable {
+    Handoff* handoff;
+    {
+      absl::MutexLock lock(&free_mutex_);
+      // Never empty while the pool keeps to its cap; if it were, the
+      // connection is closed (by `socket`) rather than waited on.
+      if (free_handoffs_.empty()) return;
+      handoff = free_handoffs_.back();
+      free_handoffs_.pop_back();
+    }
+    Handoff::NewConnectionParameters connection;
+    connection.listener_fd = listener;
+    connection.fd = socket.Release();
+    handoff->HandleNewConnection(&connection);
+    absl::MutexLock lock(&free_mutex_);
+    free_handoffs_.push_back(handoff);
+  };
+  if (!handoff_threads_->Run(std::move(task))) {
+    const uint64_t dropped = handoffs_dropped_.fetch_add(1) + 1;
+    if ((dropped & (dropped - 1)) == 0) {
+      spdlog::warn(
+          "listener: {} connections wait to be handed to gRPC; closed a new "
+          "one ({} so far)",
+          handoff_threads_->queued(), dropped);
     }
   }
 }

@@ -11,13 +11,24 @@
 // waiting connection (so that the backlog drains and clients see a close
 // instead of a hang), and accepting goes on.
 //
+// Each connection is handed to gRPC on a thread of a pool (ElasticThreads),
+// never on the accept loop's, through one of kHandoffs external connection
+// acceptors that no other hand-off is using. gRPC 1.51 may go on reading
+// the connection inside the hand-off call, on the caller's thread, for as
+// long as its client keeps sending, and it holds the acceptor's lock all
+// that time: a client streaming endless CONTINUATION frames held the accept
+// loop that way, and no one else could connect while it sent. Now such a
+// client holds one thread and one acceptor per connection it floods
+// (--max-client-connections bounds those), and the others are handed off
+// beside it.
+//
 // Thread-safety: Start() and Stop() from one thread; the accept loop runs
 // on a thread of its own.
 //
 //   ASSIGN_OR_RETURN(auto acceptor, TcpAcceptor::Listen("[::]:50051",
-//   &limiter)); auto handoff =
-//   builder.experimental().AddExternalConnectionAcceptor(...);
-//   ... BuildAndStart() ...; acceptor->Start(std::move(handoff));
+//   &limiter)); handoffs.push_back(builder.experimental()
+//   .AddExternalConnectionAcceptor(...));  // kHandoffs of them
+//   ... BuildAndStart() ...; acceptor->Start(std::move(handoffs));
 #ifndef GEMM_SERVER_TCP_ACCEPTOR_H_
 #define GEMM_SERVER_TCP_ACCEPTOR_H_
 
@@ -27,14 +38,21 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/server_builder.h"
 #include "server/connection_limiter.h"
+#include "server/elastic_threads.h"
 
 namespace gemm::server {
 
 class TcpAcceptor {
  public:
+  using Handoff = grpc::experimental::ExternalConnectionAcceptor;
+  // gRPC acceptors to hand connections to, as many hand-offs at once.
+  static constexpr int kHandoffs = 64;
+
   // Binds and listens on `address` ("host:port", "[v6]:port"; port 0 picks
   // a free port): every address the host resolves to, a wildcard IPv6
   // address taking IPv4 too. `limiter` must outlive the acceptor.
@@ -45,12 +63,13 @@ class TcpAcceptor {
   // The port listened on.
   int port() const { return port_; }
 
-  // Starts accepting, handing connections to `handoff` (gRPC's, from a
-  // server that has started).
-  void Start(
-      std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> handoff);
+  // Starts accepting, handing connections to `handoffs` (gRPC's, from a
+  // server that has started; at least one).
+  void Start(std::vector<std::unique_ptr<Handoff>> handoffs);
   // Stops accepting and closes the listening sockets; connections already
-  // handed over are gRPC's.
+  // handed over are gRPC's. A hand-off still running goes on; the
+  // destructor waits for it (after gRPC's shutdown has closed its
+  // connection).
   void Stop();
 
   // Connections that could not be accepted for want of descriptors.
@@ -62,17 +81,27 @@ class TcpAcceptor {
   // Accepts and closes one waiting connection on `listener` with the spare
   // descriptor, when the table is full.
   void DropOne(int listener);
+  // Hands the accepted socket `fd` to gRPC on a pool thread.
+  void HandOff(int listener, int fd);
 
   std::vector<int> listeners_;
   const int port_;
   ConnectionLimiter* const limiter_;
-  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> handoff_;
+  std::vector<std::unique_ptr<Handoff>> handoffs_;
+  // The acceptors no hand-off is using now. The pool has at most as many
+  // threads as there are acceptors, so a task always finds one.
+  absl::Mutex free_mutex_;
+  std::vector<Handoff*> free_handoffs_ ABSL_GUARDED_BY(free_mutex_);
   // Written to by Stop() to wake the loop.
   int wake_[2] = {-1, -1};
   // Kept open to be given up when descriptors run out.
   int spare_ = -1;
   std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> handoffs_dropped_{0};
   std::thread thread_;
+  // Made by Start(); reset first by the destructor, which waits there for
+  // the running hand-offs.
+  std::unique_ptr<ElasticThreads> handoff_threads_;
 };
 
 }  // namespace gemm::server

@@ -7,8 +7,10 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -247,6 +249,102 @@ TEST(ConnectionTest, AClientCancellingCallsUnreadIsShutOut) {
             1);
   EXPECT_NE(server.Log().find("rapid reset"), std::string::npos)
       << server.Log();
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+// An HTTP/2 frame: its 9-byte header, then `payload`.
+std::string Http2Frame(uint8_t type, uint8_t flags, uint32_t stream,
+                       const std::string& payload) {
+  const uint32_t n = payload.size();
+  std::string frame = {static_cast<char>(n >> 16),
+                       static_cast<char>(n >> 8),
+                       static_cast<char>(n),
+                       static_cast<char>(type),
+                       static_cast<char>(flags),
+                       static_cast<char>(stream >> 24),
+                       static_cast<char>(stream >> 16),
+                       static_cast<char>(stream >> 8),
+                       static_cast<char>(stream)};
+  return frame + payload;
+}
+
+// An HPACK integer with a `prefix_bits` prefix, the byte's other bits 0.
+std::string HpackInt(uint64_t value, int prefix_bits) {
+  const uint64_t max_prefix = (uint64_t{1} << prefix_bits) - 1;
+  if (value < max_prefix) return std::string(1, static_cast<char>(value));
+  std::string out(1, static_cast<char>(max_prefix));
+  value -= max_prefix;
+  for (; value >= 128; value >>= 7) {
+    out += static_cast<char>(0x80 | (value & 0x7f));
+  }
+  return out + static_cast<char>(value);
+}
+
+// Until `stop`: connects to 127.0.0.1:`port`, opens a call whose header
+// block never ends (HEADERS without END_HEADERS, one literal field whose
+// value is announced as 1 GiB) and sends CONTINUATION frames of that value
+// for as long as the connection lasts; then connects again.
+void FloodContinuationFrames(int port, const std::atomic<bool>& stop) {
+  constexpr uint8_t kHeaders = 0x1, kSettings = 0x4, kContinuation = 0x9;
+  const std::string path = "/gemm.v1.GemmService/Gemm";
+  // :method POST, :scheme http (static table), :path (literal), then the
+  // field that never ends.
+  const std::string block =
+      std::string("\x83\x86\x04") + HpackInt(path.size(), 7) + path +
+      std::string("\x00\x07x-flood", 9) + HpackInt(uint64_t{1} << 30, 7);
+  const std::string opening = std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") +
+                              Http2Frame(kSettings, 0, 0, "") +
+                              Http2Frame(kHeaders, 0, 1, block);
+  std::string frames;
+  for (int i = 0; i < 16; ++i) {
+    frames += Http2Frame(kContinuation, 0, 1, std::string(16384, 'a'));
+  }
+  while (!stop) {
+    std::vector<int> connection = ConnectMany(port, 1);
+    if (connection.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    const int fd = connection[0];
+    timeval timeout = {0, 100000};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+    bool open = send(fd, opening.data(), opening.size(), MSG_NOSIGNAL) ==
+                static_cast<ssize_t>(opening.size());
+    size_t sent = 0;
+    while (open && !stop) {
+      const ssize_t n =
+          send(fd, frames.data() + sent, frames.size() - sent, MSG_NOSIGNAL);
+      if (n > 0) {
+        sent = (sent + n) % frames.size();
+      } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+                 errno != EINTR) {
+        open = false;
+      }
+    }
+    close(fd);
+  }
+}
+
+// A client sending endless CONTINUATION frames kept the thread that handed
+// its connection to gRPC: gRPC 1.51 went on parsing that connection (its
+// HPACK parser copies the unfinished field for every frame, a core's worth)
+// inside the hand-off call, which was made on the accept loop. No other
+// client could connect until the flood ended. Now hand-offs run on threads
+// of their own.
+TEST(ConnectionTest, AContinuationFloodLeavesOthersConnecting) {
+  ServerProcess server({"--listen", "[::]:0"});
+  ASSERT_TRUE(server.Start().ok());
+  std::atomic<bool> stop{false};
+  std::thread flood([&] { FloodContinuationFrames(server.port(), stop); });
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const grpc::Status during = CallInfo(server.address_v6());
+  EXPECT_TRUE(during.ok()) << "a new connection during the flood: "
+                           << during.error_message();
+  stop = true;
+  flood.join();
+  const grpc::Status after = CallInfo(server.address_v6());
+  EXPECT_TRUE(after.ok()) << "after the flood: " << after.error_message();
+  EXPECT_EQ(VictimJobs(server.address_v6(), 3), 3);
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
