@@ -37,9 +37,10 @@ std::string ClientIdentityOfPeer(absl::string_view peer) {
       if (end == absl::string_view::npos) end = peer.find(']');
       peer = peer.substr(0, end);
     }
-    std::string address(peer);
-    const size_t zone = address.find("%25");
-    if (zone != std::string::npos) address.replace(zone, 3, "%");
+    // The zone is dropped, as ClientIdentityOfSocket's inet_ntop() text
+    // has none: both must name a link-local client alike, or the limiter
+    // could not find its connections (ShutOut).
+    std::string address(peer.substr(0, peer.find('%')));
     return Unmapped(address);
   }
   if (absl::StartsWith(peer, "unix:") ||

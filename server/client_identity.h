@@ -3,8 +3,9 @@
 // connections and calls of one host count together. gRPC names a call's
 // peer "ipv4:10.0.0.7:51234", "ipv6:%5B::1%5D:51234" or "unix:..."; an accepted
 // socket is named from getpeername(). Both spellings give the same identity
-// ("10.0.0.7", "::1", "unix"), and an IPv4 address mapped into IPv6 (a
-// dual-stack listener) counts as the IPv4 address.
+// ("10.0.0.7", "::1", "unix"), an IPv4 address mapped into IPv6 (a
+// dual-stack listener) counts as the IPv4 address, and a link-local IPv6
+// address is named without its zone ("fe80::1", not "fe80::1%eth0").
 //
 // Thread-safety: free functions.
 //
