@@ -427,6 +427,7 @@ TABLES = {
     "attack-bdp-off": ("attack-bdp-off", table_attack),
     "attack-full-together": ("attack-full-together", table_attack),
     "attack-no-rapid-reset": ("attack-no-rapid-reset", table_attack),
+    "attack-full-no-rapid-reset": ("attack-full-no-rapid-reset", table_attack),
 }
 REGION = re.compile(r"(<!-- gemmbench:(?P<gpu>[\w-]+)/(?P<name>[\w-]+):begin -->\n)(?P<body>.*?)"
                     r"(<!-- gemmbench:(?P=gpu)/(?P=name):end -->)", re.S)

@@ -14,6 +14,15 @@
 // Memory stays bounded by the process's peak use: freed blocks are reused,
 // not returned.
 //
+// Arenas (the server only, LimitMallocArenas): glibc gives each thread that
+// meets a locked arena one of its own, up to 8 per core, and malloc_trim()
+// never returns the free memory at the top of those arenas' heaps (only the
+// main arena's); with two, that is at most one 64 MiB heap. After
+// big-unary-unread at full size on the H200 host the
+// server kept 154-214 MiB over its idle size there, through two trims; with
+// two arenas it kept 8 MiB, at a throughput within the spread of the
+// default's (docs/decisions.md, 45).
+//
 // Mutexes: Debian's abseil checks every absl::Mutex acquisition for lock
 // cycles, through one global graph behind a spin lock (a profile of the
 // server under 128^3 load had GraphCycles::GetId and SpinLock::SpinLoop
@@ -23,6 +32,7 @@
 //
 //   int main(int argc, char** argv) {
 //     gemm::TuneProcess();
+//     gemm::LimitMallocArenas(2);  // a long-running server
 #ifndef GEMM_COMMON_PROCESS_TUNING_H_
 #define GEMM_COMMON_PROCESS_TUNING_H_
 
@@ -43,6 +53,14 @@ inline void TuneProcess() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   // Free memory at the top of a heap is given back only beyond 1 GiB.
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
+
+// At most `arenas` malloc arenas, the main one included. Call before
+// other threads start.
+inline void LimitMallocArenas(int arenas) {
+#ifdef M_ARENA_MAX
+  mallopt(M_ARENA_MAX, arenas);
 #endif
 }
 

@@ -44,6 +44,9 @@ void WritePortFile(const std::string& path, int port) {
 int RunServerMain(int argc, char** argv,
                   const ServerMainExtensions& extensions) {
   TuneProcess();
+  // So that the memory freed after a burst or an attack goes back to the
+  // system (GemmServiceImpl's periodic malloc_trim reaches every heap top).
+  LimitMallocArenas(2);
   GemmServer::Options options;
   std::string log_level = "info";
   std::string port_file;

@@ -1193,6 +1193,36 @@ def read_proc_status(pid):
     return out
 
 
+def rss_by_mapping(pid, top=8):
+    """The process's resident memory by mapping kind (/proc/PID/smaps), in
+    MiB, the largest first: [heap], anonymous mappings, each file (a
+    driver's device file, a library), so that memory that stays after an
+    attack can be told apart."""
+    totals = {}
+    name = None
+    try:
+        with open("/proc/%d/smaps" % pid) as f:
+            for line in f:
+                fields = line.split()
+                if not fields:
+                    continue
+                if "-" in fields[0] and not fields[0].endswith(":"):
+                    name = fields[5] if len(fields) > 5 else "[anon]"
+                    start, _, end = fields[0].partition("-")
+                    # glibc's thread arenas grow in heaps of up to 64 MiB,
+                    # each 64 MiB aligned.
+                    lo, hi = int(start, 16), int(end, 16)
+                    if (name == "[anon]" and lo % (64 << 20) == 0 and
+                            hi - lo <= 64 << 20):
+                        name = "[anon: 64 MiB heaps, malloc arenas]"
+                elif fields[0] == "Rss:" and name is not None:
+                    totals[name] = totals.get(name, 0) + int(fields[1])
+    except (OSError, ValueError, IndexError):
+        return {}
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1])[:top]
+    return {k: round(v / 1024.0, 1) for k, v in ranked if v >= 1024}
+
+
 def thread_cpu(pid):
     """{thread name: CPU seconds} of a process's threads, summed by name."""
     out = {}
@@ -1510,6 +1540,7 @@ async def run_scenario(name, attacks, cfg, overrides, baseline):
     await asyncio.sleep(cfg.idle_s)
     idle = [s[1] for s in sampler.window(time.monotonic() - cfg.idle_s)]
     idle_rss = sorted(idle)[len(idle) // 2] if idle else sampler.last_rss()
+    idle_mappings = rss_by_mapping(server.proc.pid)
     idle_fds = next((s[3] for s in reversed(sampler.window(t0))
                      if s[3] is not None), None)
     log_idle = server.log_bytes()
@@ -1571,6 +1602,7 @@ async def run_scenario(name, attacks, cfg, overrides, baseline):
     probe_during = await during_task
     await asyncio.sleep(cfg.settle_s)
     rss_after = sampler.last_rss()
+    after_mappings = rss_by_mapping(server.proc.pid)
     probe_after = await probes(cfg.client, port) if server.alive() else {
         "info_from_ipv6": {"ok": False, "error": "server not running"}}
     victim = await victim_task
@@ -1601,6 +1633,9 @@ async def run_scenario(name, attacks, cfg, overrides, baseline):
             "rss_at_release_mib": mib(window[-1][1] if window else None),
             "rss_after_mib": mib(rss_after),
             "settle_s": cfg.settle_s,
+            # Resident MiB by mapping at idle and after the settle time.
+            "rss_by_mapping_idle_mib": idle_mappings,
+            "rss_by_mapping_after_mib": after_mappings,
             "threads_peak": max((s[2] or 0 for s in whole), default=None),
             # Server CPU during the attack, by thread name (gRPC's, the
             # scheduler's workers'): what a stalled victim waited on.
