@@ -14,14 +14,15 @@
 // Memory stays bounded by the process's peak use: freed blocks are reused,
 // not returned.
 //
-// Arenas (the server only, LimitMallocArenas): glibc gives each thread that
-// meets a locked arena one of its own, up to 8 per core, and malloc_trim()
-// never returns the free memory at the top of those arenas' heaps (only the
-// main arena's); with two, that is at most one 64 MiB heap. After
-// big-unary-unread at full size on the H200 host the
-// server kept 154-214 MiB over its idle size there, through two trims; with
-// two arenas it kept 8 MiB, at a throughput within the spread of the
-// default's (docs/decisions.md, 45).
+// Arenas (gemm-server's --malloc-arenas, LimitMallocArenas): glibc gives
+// each thread that meets a locked arena one of its own, up to 8 per core,
+// and malloc_trim() never returns the free memory at the top of those
+// arenas' heaps (only the main arena's); with two arenas that is at most
+// one 64 MiB heap. After big-unary-unread at full size on the H200 host the
+// server kept 154-214 MiB over its idle size there, through two trims;
+// with two arenas it kept 8 MiB, at a throughput within the spread of the
+// default's. On a 2-core host, fewer arenas slow gRPC's work through a
+// rapid reset's backlog (docs/decisions.md, 45).
 //
 // Mutexes: Debian's abseil checks every absl::Mutex acquisition for lock
 // cycles, through one global graph behind a spin lock (a profile of the

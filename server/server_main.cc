@@ -44,9 +44,6 @@ void WritePortFile(const std::string& path, int port) {
 int RunServerMain(int argc, char** argv,
                   const ServerMainExtensions& extensions) {
   TuneProcess();
-  // So that the memory freed after a burst or an attack goes back to the
-  // system (GemmServiceImpl's periodic malloc_trim reaches every heap top).
-  LimitMallocArenas(2);
   GemmServer::Options options;
   std::string log_level = "info";
   std::string port_file;
@@ -323,8 +320,20 @@ int RunServerMain(int argc, char** argv,
                  "text, or json: one JSON object per line (time, level, msg)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
+  // Two: the memory freed after a burst or an attack goes back to the
+  // system (malloc_trim reaches the main arena's heap top; the other's
+  // keeps at most 64 MiB). See process_tuning.h and docs/decisions.md, 45.
+  int malloc_arenas = 2;
+  app.add_option("--malloc-arenas", malloc_arenas,
+                 "glibc malloc arenas at most (0: glibc's default, 8 per "
+                 "core, whose free heap tops are never returned to the "
+                 "system)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   if (extensions.add_flags) extensions.add_flags(app);
   CLI11_PARSE(app, argc, argv);
+  // Before the server starts its threads.
+  if (malloc_arenas > 0) LimitMallocArenas(malloc_arenas);
   options.decorate_executor = extensions.decorate_executor;
 
   spdlog::set_level(spdlog::level::from_str(log_level));
