@@ -33,7 +33,7 @@
 //
 //   int main(int argc, char** argv) {
 //     gemm::TuneProcess();
-//     gemm::LimitMallocArenas(2);  // a long-running server
+//     ... flags ...; gemm::LimitMallocArenas(2);  // gemm-server
 #ifndef GEMM_COMMON_PROCESS_TUNING_H_
 #define GEMM_COMMON_PROCESS_TUNING_H_
 

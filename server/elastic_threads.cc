@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <system_error>
 #include <utility>
 
 namespace gemm::server {
@@ -30,7 +31,20 @@ bool ElasticThreads::Run(absl::AnyInvocable<void()> task) {
     wake_.Signal();
   } else if (threads_.size() - ended_.size() <
              std::max<size_t>(options_.max_threads, 1)) {
-    threads_.emplace_back([this] { WorkerLoop(); });
+    try {
+      threads_.emplace_back([this] { WorkerLoop(); });
+    } catch (const std::system_error&) {
+      // Out of threads (EAGAIN): a running thread takes the task later;
+      // with none running, nobody would.
+      if (threads_.size() == ended_.size()) {
+        absl::AnyInvocable<void()> dropped = std::move(queue_.back());
+        queue_.pop_back();
+        mutex_.Unlock();
+        dropped = nullptr;  // its captures are released unlocked
+        mutex_.Lock();
+        return false;
+      }
+    }
   }
   return true;
 }
@@ -50,6 +64,11 @@ void ElasticThreads::Close() {
 size_t ElasticThreads::threads() const {
   absl::MutexLock lock(&mutex_);
   return threads_.size() - ended_.size();
+}
+
+size_t ElasticThreads::idle() const {
+  absl::MutexLock lock(&mutex_);
+  return idle_;
 }
 
 size_t ElasticThreads::queued() const {

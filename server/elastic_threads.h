@@ -49,7 +49,8 @@ class ElasticThreads {
   ElasticThreads& operator=(const ElasticThreads&) = delete;
 
   // Queues `task` to run on a pool thread. False, with `task` destroyed
-  // unrun, once closed or when max_queued tasks are waiting.
+  // unrun, once closed, when max_queued tasks are waiting, or when no
+  // thread runs and none can be started.
   bool Run(absl::AnyInvocable<void()> task);
 
   // Takes no more tasks and destroys the queued ones unrun (their captures
@@ -57,8 +58,9 @@ class ElasticThreads {
   // already running go on.
   void Close();
 
-  // Threads now, busy or idle; tasks waiting.
+  // Threads now, busy or idle; threads idle; tasks waiting.
   size_t threads() const;
+  size_t idle() const;
   size_t queued() const;
 
  private:

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <memory>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -23,8 +24,12 @@ bool Eventually(Done done) {
 }
 
 TEST(ElasticThreadsTest, ATaskThatHoldsItsThreadDoesNotDelayTheNext) {
-  ElasticThreads threads({.max_threads = 4});
   absl::Notification release;
+  ElasticThreads threads({.max_threads = 4});
+  // On a failed assertion too, before the destructor waits for the task.
+  absl::Cleanup released = [&] {
+    if (!release.HasBeenNotified()) release.Notify();
+  };
   absl::Notification held;
   ASSERT_TRUE(threads.Run([&] {
     held.Notify();
@@ -35,7 +40,6 @@ TEST(ElasticThreadsTest, ATaskThatHoldsItsThreadDoesNotDelayTheNext) {
   ASSERT_TRUE(threads.Run([&] { second_ran.Notify(); }));
   EXPECT_TRUE(second_ran.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_EQ(threads.threads(), 2u);
-  release.Notify();
 }
 
 TEST(ElasticThreadsTest, AnIdleThreadIsReusedAndEndsWhenIdleTooLong) {
@@ -43,7 +47,9 @@ TEST(ElasticThreadsTest, AnIdleThreadIsReusedAndEndsWhenIdleTooLong) {
   std::atomic<int> ran{0};
   for (int i = 0; i < 20; ++i) {
     ASSERT_TRUE(threads.Run([&] { ran.fetch_add(1); }));
-    ASSERT_TRUE(Eventually([&] { return ran.load() == i + 1; }));
+    // Ran, and its thread back to idle before the next task comes.
+    ASSERT_TRUE(
+        Eventually([&] { return ran.load() == i + 1 && threads.idle() == 1; }));
   }
   // One task at a time, each after the last ended: one thread did them all.
   EXPECT_EQ(threads.threads(), 1u);
@@ -55,8 +61,11 @@ TEST(ElasticThreadsTest, AnIdleThreadIsReusedAndEndsWhenIdleTooLong) {
 }
 
 TEST(ElasticThreadsTest, AtTheCapTasksWaitAndPastTheQueueTheyAreRefused) {
-  ElasticThreads threads({.max_threads = 2, .max_queued = 3});
   absl::Notification release;
+  ElasticThreads threads({.max_threads = 2, .max_queued = 3});
+  absl::Cleanup released = [&] {
+    if (!release.HasBeenNotified()) release.Notify();
+  };
   std::atomic<int> holding{0};
   for (int i = 0; i < 2; ++i) {
     ASSERT_TRUE(threads.Run([&] {
@@ -87,6 +96,9 @@ TEST(ElasticThreadsTest, CloseDropsQueuedTasksAndLetsRunningOnesFinish) {
   std::weak_ptr<int> watch = owned;
   {
     ElasticThreads threads({.max_threads = 1});
+    absl::Cleanup released = [&] {
+      if (!release.HasBeenNotified()) release.Notify();
+    };
     absl::Notification held;
     ASSERT_TRUE(threads.Run([&] {
       held.Notify();

@@ -371,6 +371,18 @@ GemmServer::ShutdownReport GemmServer::Shutdown(absl::Duration grace,
     absl::Notification ended;
     std::thread watch([&] {
       if (ended.WaitForNotificationWithDeadline(deadline)) return;
+      // gRPC's Shutdown first takes every acceptor's lock, which a
+      // hand-off holds while its client floods it: end those, so that
+      // Shutdown can go on to cancel what is left.
+      if (acceptor_ != nullptr) {
+        const size_t aborted = acceptor_->AbortHandoffs();
+        if (aborted > 0) {
+          spdlog::warn(
+              "shutdown: closed {} connection(s) still being handed to gRPC "
+              "(a client that never stopped sending)",
+              aborted);
+        }
+      }
       report.cancelled_streams = service_->open_streams();
       report.cancelled_unary_calls = service_->open_unary_calls();
       if (scheduler_ != nullptr) {

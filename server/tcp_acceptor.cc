@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/client_identity.h"
 #include "spdlog/spdlog.h"
 
 namespace gemm::server {
@@ -93,6 +95,7 @@ class OwnedSocket {
   ~OwnedSocket() {
     if (fd_ >= 0) close(fd_);
   }
+  int fd() const { return fd_; }
   int Release() { return std::exchange(fd_, -1); }
 
  private:
@@ -179,7 +182,7 @@ TcpAcceptor::~TcpAcceptor() {
 void TcpAcceptor::Start(std::vector<std::unique_ptr<Handoff>> handoffs) {
   handoffs_ = std::move(handoffs);
   {
-    absl::MutexLock lock(&free_mutex_);
+    absl::MutexLock lock(&handoff_mutex_);
     for (auto& handoff : handoffs_) free_handoffs_.push_back(handoff.get());
   }
   handoff_threads_ = std::make_unique<ElasticThreads>(
@@ -194,6 +197,10 @@ void TcpAcceptor::Start(std::vector<std::unique_ptr<Handoff>> handoffs) {
 }
 
 void TcpAcceptor::Stop() {
+  {
+    absl::MutexLock lock(&handoff_mutex_);
+    stopping_ = true;
+  }
   if (thread_.joinable()) {
     const char byte = 0;
     if (write(wake_[1], &byte, 1) < 0) {
@@ -251,23 +258,55 @@ void TcpAcceptor::AcceptLoop() {
 }
 
 void TcpAcceptor::HandOff(int listener, int fd) {
+  std::string client = ClientIdentityOfSocket(fd);
+  {
+    absl::MutexLock lock(&handoff_mutex_);
+    // Hand-offs that return at once (most: gRPC reads on its own threads)
+    // do not count; ones held past kHeldAfter are a client that keeps gRPC
+    // reading inside them.
+    const absl::Time held_since = absl::Now() - kHeldAfter;
+    int held = 0;
+    for (const auto& [id, running] : running_) {
+      held += running.client == client && running.since < held_since;
+    }
+    if (held >= kMaxHandoffsPerClient) {
+      close(fd);
+      const uint64_t dropped = handoffs_dropped_.fetch_add(1) + 1;
+      if ((dropped & (dropped - 1)) == 0) {
+        spdlog::warn(
+            "listener: client {} holds {} connections in gRPC's hand-off (a "
+            "flood?); closed a new one ({} closed so far)",
+            client, held, dropped);
+      }
+      return;
+    }
+  }
   // The task owns the socket until gRPC has it: dropped unrun (the pool
   // closed, or its queue full), it closes the socket.
-  auto task = [this, listener, socket = OwnedSocket(fd)]() mutable {
+  auto task = [this, listener, socket = OwnedSocket(fd),
+               client = std::move(client)]() mutable {
+    struct stat status;
+    const ino_t inode =
+        fstat(socket.fd(), &status) == 0 ? status.st_ino : ino_t{0};
     Handoff* handoff;
+    uint64_t id;
     {
-      absl::MutexLock lock(&free_mutex_);
-      // Never empty while the pool keeps to its cap; if it were, the
-      // connection is closed (by `socket`) rather than waited on.
-      if (free_handoffs_.empty()) return;
+      absl::MutexLock lock(&handoff_mutex_);
+      // After Stop() the connection is closed (by `socket`) instead: gRPC
+      // may be shutting down, and would not close it then. Never empty
+      // while the pool keeps to its cap.
+      if (stopping_ || free_handoffs_.empty()) return;
       handoff = free_handoffs_.back();
       free_handoffs_.pop_back();
+      id = next_handoff_id_++;
+      running_[id] = {socket.fd(), inode, std::move(client), absl::Now()};
     }
     Handoff::NewConnectionParameters connection;
     connection.listener_fd = listener;
     connection.fd = socket.Release();
     handoff->HandleNewConnection(&connection);
-    absl::MutexLock lock(&free_mutex_);
+    absl::MutexLock lock(&handoff_mutex_);
+    running_.erase(id);
     free_handoffs_.push_back(handoff);
   };
   if (!handoff_threads_->Run(std::move(task))) {
@@ -279,6 +318,22 @@ void TcpAcceptor::HandOff(int listener, int fd) {
           handoff_threads_->queued(), dropped);
     }
   }
+}
+
+size_t TcpAcceptor::AbortHandoffs() {
+  absl::MutexLock lock(&handoff_mutex_);
+  size_t aborted = 0;
+  for (const auto& [id, socket] : running_) {
+    // The descriptor is gRPC's: it may have closed it, and the number may
+    // have been reused; only the socket handed over is shut down.
+    struct stat status;
+    if (fstat(socket.fd, &status) != 0 || !S_ISSOCK(status.st_mode) ||
+        status.st_ino != socket.inode) {
+      continue;
+    }
+    if (shutdown(socket.fd, SHUT_RDWR) == 0) ++aborted;
+  }
+  return aborted;
 }
 
 void TcpAcceptor::DropOne(int listener) {

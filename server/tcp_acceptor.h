@@ -18,12 +18,11 @@
 // long as its client keeps sending, and it holds the acceptor's lock all
 // that time: a client streaming endless CONTINUATION frames held the accept
 // loop that way, and no one else could connect while it sent. Now such a
-// client holds one thread and one acceptor per connection it floods
-// (--max-client-connections bounds those), and the others are handed off
-// beside it.
+// client holds one thread and one acceptor per connection it floods (at
+// most kMaxHandoffsPerClient), and the others are handed off beside it.
 //
-// Thread-safety: Start() and Stop() from one thread; the accept loop runs
-// on a thread of its own.
+// Thread-safety: Start() and Stop() from one thread; AbortHandoffs() from
+// any; the accept loop runs on a thread of its own.
 //
 //   ASSIGN_OR_RETURN(auto acceptor, TcpAcceptor::Listen("[::]:50051",
 //   &limiter)); handoffs.push_back(builder.experimental()
@@ -32,7 +31,10 @@
 #ifndef GEMM_SERVER_TCP_ACCEPTOR_H_
 #define GEMM_SERVER_TCP_ACCEPTOR_H_
 
+#include <sys/types.h>
+
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -41,6 +43,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/server_builder.h"
 #include "server/connection_limiter.h"
 #include "server/elastic_threads.h"
@@ -51,7 +54,12 @@ class TcpAcceptor {
  public:
   using Handoff = grpc::experimental::ExternalConnectionAcceptor;
   // gRPC acceptors to hand connections to, as many hand-offs at once.
-  static constexpr int kHandoffs = 64;
+  static constexpr int kHandoffs = 256;
+  // Hand-offs of one client (ClientIdentityOfSocket) running for longer
+  // than kHeldAfter at once; its further connections are closed meanwhile.
+  // So it takes 16 addresses flooding to hold every hand-off.
+  static constexpr int kMaxHandoffsPerClient = 16;
+  static constexpr absl::Duration kHeldAfter = absl::Seconds(1);
 
   // Binds and listens on `address` ("host:port", "[v6]:port"; port 0 picks
   // a free port): every address the host resolves to, a wildcard IPv6
@@ -66,11 +74,16 @@ class TcpAcceptor {
   // Starts accepting, handing connections to `handoffs` (gRPC's, from a
   // server that has started; at least one).
   void Start(std::vector<std::unique_ptr<Handoff>> handoffs);
-  // Stops accepting and closes the listening sockets; connections already
-  // handed over are gRPC's. A hand-off still running goes on; the
-  // destructor waits for it (after gRPC's shutdown has closed its
-  // connection).
+  // Stops accepting and closes the listening sockets; connections accepted
+  // and not yet handed over are closed, those handed over are gRPC's. A
+  // hand-off still running goes on; the destructor waits for it.
   void Stop();
+  // Shuts down (shutdown(2)) the sockets of the hand-offs still running,
+  // so that gRPC's read loop inside them ends; returns how many. For a
+  // server shutting down past its grace period: gRPC's Server::Shutdown
+  // waits for every acceptor's lock, which a running hand-off holds for as
+  // long as its client keeps sending.
+  size_t AbortHandoffs();
 
   // Connections that could not be accepted for want of descriptors.
   uint64_t dropped_for_descriptors() const { return dropped_.load(); }
@@ -88,10 +101,21 @@ class TcpAcceptor {
   const int port_;
   ConnectionLimiter* const limiter_;
   std::vector<std::unique_ptr<Handoff>> handoffs_;
+  absl::Mutex handoff_mutex_;
   // The acceptors no hand-off is using now. The pool has at most as many
   // threads as there are acceptors, so a task always finds one.
-  absl::Mutex free_mutex_;
-  std::vector<Handoff*> free_handoffs_ ABSL_GUARDED_BY(free_mutex_);
+  std::vector<Handoff*> free_handoffs_ ABSL_GUARDED_BY(handoff_mutex_);
+  // The hand-offs running: their sockets, for AbortHandoffs(), and their
+  // clients and start, for kMaxHandoffsPerClient.
+  struct RunningSocket {
+    int fd;
+    ino_t inode;
+    std::string client;
+    absl::Time since;
+  };
+  std::map<uint64_t, RunningSocket> running_ ABSL_GUARDED_BY(handoff_mutex_);
+  uint64_t next_handoff_id_ ABSL_GUARDED_BY(handoff_mutex_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(handoff_mutex_) = false;
   // Written to by Stop() to wake the loop.
   int wake_[2] = {-1, -1};
   // Kept open to be given up when descriptors run out.

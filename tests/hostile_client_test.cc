@@ -348,6 +348,24 @@ TEST(ConnectionTest, AContinuationFloodLeavesOthersConnecting) {
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
+// gRPC's Server::Shutdown takes every connection acceptor's lock first,
+// and a hand-off that a flood keeps reading holds its acceptor's: a server
+// told to stop during a CONTINUATION flood waited until the watchdog ended
+// it (exit 1, "a job is still in the executor"). Now, past the grace
+// period, the sockets of hand-offs still running are shut down, and the
+// shutdown goes on.
+TEST(ConnectionTest, AServerStopsWithinItsGraceDuringAContinuationFlood) {
+  ServerProcess server({"--listen", "[::]:0", "--shutdown-grace-s", "1",
+                        "--drain-delay-s", "0"});
+  ASSERT_TRUE(server.Start().ok());
+  std::atomic<bool> stop{false};
+  std::thread flood([&] { FloodContinuationFrames(server.port(), stop); });
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Log();
+  stop = true;
+  flood.join();
+}
+
 // Seven params-only stream messages of under 30 bytes each once reserved
 // all 8 GiB of the in-flight budget, and every other client's job got
 // UNAVAILABLE for as long as the stream stayed open. Now a client holds at
