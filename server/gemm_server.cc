@@ -334,6 +334,7 @@ void GemmServer::AddGauges(const Options& options) {
   sources.service = service_.get();
   sources.connections = connection_limiter_.get();
   sources.max_connections = options.max_connections;
+  sources.acceptor = acceptor_.get();
   AddServerGauges(metrics_->registry(), sources);
 }
 

@@ -175,6 +175,27 @@ void AddServerGauges(MetricsRegistry& registry, const GaugeSources& sources) {
           return One(static_cast<double>(connections->refused()));
         });
   }
+  TcpAcceptor* acceptor = sources.acceptor;
+  if (acceptor != nullptr) {
+    registry.AddGauge(
+        "gemm_connection_handoffs", "Connections being handed to gRPC now", {},
+        [acceptor] {
+          return One(static_cast<double>(acceptor->handoff_counts().running));
+        });
+    registry.AddSampledCounter(
+        "gemm_connection_handoff_seconds_total",
+        "Time spent handing connections to gRPC, running hand-offs included: "
+        "microseconds a connection, unless a client keeps gRPC reading "
+        "inside the hand-off (as a CONTINUATION flood can)",
+        {}, [acceptor] { return One(acceptor->handoff_counts().seconds); });
+    registry.AddSampledCounter(
+        "gemm_connection_handoffs_closed_total",
+        "Connections closed instead of handed to gRPC: their client held 16 "
+        "hand-offs, or 1024 waited",
+        {}, [acceptor] {
+          return One(static_cast<double>(acceptor->handoff_counts().closed));
+        });
+  }
   AddProcessMetrics(registry);
 }
 

@@ -18,6 +18,7 @@
 #include "server/executor.h"
 #include "server/gemm_service.h"
 #include "server/metrics.h"
+#include "server/tcp_acceptor.h"
 
 namespace gemm::server {
 
@@ -30,6 +31,8 @@ struct GaugeSources {
   ConnectionLimiter* connections = nullptr;
   // --max-connections, reported as the connections' limit.
   size_t max_connections = 0;
+  // The listener's hand-offs to gRPC; null for a unix: address.
+  TcpAcceptor* acceptor = nullptr;
 };
 
 void AddServerGauges(MetricsRegistry& registry, const GaugeSources& sources);

@@ -306,6 +306,7 @@ void TcpAcceptor::HandOff(int listener, int fd) {
     connection.fd = socket.Release();
     handoff->HandleNewConnection(&connection);
     absl::MutexLock lock(&handoff_mutex_);
+    handoff_time_ += absl::Now() - running_[id].since;
     running_.erase(id);
     free_handoffs_.push_back(handoff);
   };
@@ -318,6 +319,21 @@ void TcpAcceptor::HandOff(int listener, int fd) {
           handoff_threads_->queued(), dropped);
     }
   }
+}
+
+TcpAcceptor::HandoffCounts TcpAcceptor::handoff_counts() {
+  HandoffCounts counts;
+  counts.closed = handoffs_dropped_.load();
+  absl::MutexLock lock(&handoff_mutex_);
+  const absl::Time now = absl::Now();
+  absl::Duration time = handoff_time_;
+  counts.running = running_.size();
+  for (const auto& [id, running] : running_) {
+    counts.held += running.since < now - kHeldAfter;
+    time += now - running.since;
+  }
+  counts.seconds = absl::ToDoubleSeconds(time);
+  return counts;
 }
 
 size_t TcpAcceptor::AbortHandoffs() {

@@ -88,6 +88,20 @@ class TcpAcceptor {
   // Connections that could not be accepted for want of descriptors.
   uint64_t dropped_for_descriptors() const { return dropped_.load(); }
 
+  // Hand-offs running now; those running for over kHeldAfter (a client
+  // keeping gRPC reading inside them: a CONTINUATION flood); the time
+  // spent in hand-offs so far, running ones included (microseconds a
+  // connection normally; a flood adds about a second a second);
+  // connections closed instead of handed off (a client at
+  // kMaxHandoffsPerClient held hand-offs, or the queue full).
+  struct HandoffCounts {
+    size_t running = 0;
+    size_t held = 0;
+    double seconds = 0;
+    uint64_t closed = 0;
+  };
+  HandoffCounts handoff_counts();
+
  private:
   TcpAcceptor(std::vector<int> listeners, int port, ConnectionLimiter* limiter);
   void AcceptLoop();
@@ -115,6 +129,8 @@ class TcpAcceptor {
   };
   std::map<uint64_t, RunningSocket> running_ ABSL_GUARDED_BY(handoff_mutex_);
   uint64_t next_handoff_id_ ABSL_GUARDED_BY(handoff_mutex_) = 0;
+  // Time spent in hand-offs that have ended.
+  absl::Duration handoff_time_ ABSL_GUARDED_BY(handoff_mutex_);
   bool stopping_ ABSL_GUARDED_BY(handoff_mutex_) = false;
   // Written to by Stop() to wake the loop.
   int wake_[2] = {-1, -1};
