@@ -40,8 +40,7 @@ std::string ClientIdentityOfPeer(absl::string_view peer) {
     // The zone is dropped, as ClientIdentityOfSocket's inet_ntop() text
     // has none: both must name a link-local client alike, or the limiter
     // could not find its connections (ShutOut).
-    std::string address(peer.substr(0, peer.find('%')));
-    return Unmapped(address);
+    return Unmapped(peer.substr(0, peer.find('%')));
   }
   if (absl::StartsWith(peer, "unix:") ||
       absl::StartsWith(peer, "unix-abstract:")) {

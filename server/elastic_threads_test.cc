@@ -23,13 +23,19 @@ bool Eventually(Done done) {
   return true;
 }
 
+// Notifies `release` when it goes out of scope, unless it was: declared
+// after the pool, it runs first, so that a failed assertion does not leave
+// the pool's destructor waiting for a task blocked on `release`.
+auto NotifiedOnExit(absl::Notification& release) {
+  return absl::MakeCleanup([&release] {
+    if (!release.HasBeenNotified()) release.Notify();
+  });
+}
+
 TEST(ElasticThreadsTest, ATaskThatHoldsItsThreadDoesNotDelayTheNext) {
   absl::Notification release;
   ElasticThreads threads({.max_threads = 4});
-  // On a failed assertion too, before the destructor waits for the task.
-  absl::Cleanup released = [&] {
-    if (!release.HasBeenNotified()) release.Notify();
-  };
+  auto released = NotifiedOnExit(release);
   absl::Notification held;
   ASSERT_TRUE(threads.Run([&] {
     held.Notify();
@@ -63,9 +69,7 @@ TEST(ElasticThreadsTest, AnIdleThreadIsReusedAndEndsWhenIdleTooLong) {
 TEST(ElasticThreadsTest, AtTheCapTasksWaitAndPastTheQueueTheyAreRefused) {
   absl::Notification release;
   ElasticThreads threads({.max_threads = 2, .max_queued = 3});
-  absl::Cleanup released = [&] {
-    if (!release.HasBeenNotified()) release.Notify();
-  };
+  auto released = NotifiedOnExit(release);
   std::atomic<int> holding{0};
   for (int i = 0; i < 2; ++i) {
     ASSERT_TRUE(threads.Run([&] {
@@ -96,9 +100,7 @@ TEST(ElasticThreadsTest, CloseDropsQueuedTasksAndLetsRunningOnesFinish) {
   std::weak_ptr<int> watch = owned;
   {
     ElasticThreads threads({.max_threads = 1});
-    absl::Cleanup released = [&] {
-      if (!release.HasBeenNotified()) release.Notify();
-    };
+    auto released = NotifiedOnExit(release);
     absl::Notification held;
     ASSERT_TRUE(threads.Run([&] {
       held.Notify();

@@ -9,26 +9,20 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
-#include <thread>
 
 #include "CLI/CLI.hpp"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/json_log_lines.h"
 #include "common/library_logs.h"
 #include "common/process_tuning.h"
 #include "common/version.h"
 #include "server/gemm_server.h"
+#include "server/shutdown_on_signal.h"
 #include "server/validation.h"
 #include "spdlog/spdlog.h"
 
 namespace gemm::server {
 namespace {
-
-// How long past its grace period a shutdown may take (the scheduler's
-// workers finishing a job cancelled too late) before the process just
-// exits.
-constexpr absl::Duration kShutdownBound = absl::Seconds(5);
 
 // Writes `port` to `path` (when not empty) in one step: a reader sees the
 // whole number or no file.
@@ -419,43 +413,8 @@ int RunServerMain(int argc, char** argv,
   // Last: a script waiting for the port file finds everything up.
   WritePortFile(port_file, (*server)->port());
 
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  spdlog::info(
-      "signal {}: health NOT_SERVING; serving {} s more (--drain-delay-s), "
-      "then finishing accepted jobs; exiting within {} s "
-      "(--shutdown-grace-s)",
-      signal_number, drain_delay_s, shutdown_grace_s);
-  // A job that never leaves the device would hold the shutdown forever: the
-  // process ends kShutdownBound after the grace period whatever it waits on.
-  absl::Notification shut_down;
-  std::thread watchdog([&] {
-    const absl::Duration bound =
-        absl::Seconds(shutdown_grace_s) + kShutdownBound;
-    if (shut_down.WaitForNotificationWithTimeout(bound)) return;
-    spdlog::error(
-        "shutdown not done {} s after the signal (grace {} s): a job is "
-        "still in the executor; exiting without it",
-        absl::ToDoubleSeconds(bound), shutdown_grace_s);
-    spdlog::shutdown();
-    std::_Exit(devices_lost.load() ? 3 : 1);
-  });
-  const GemmServer::ShutdownReport report = (*server)->Shutdown(
-      absl::Seconds(shutdown_grace_s), absl::Seconds(drain_delay_s));
-  shut_down.Notify();
-  watchdog.join();
-  if (report.clean()) {
-    spdlog::info("shut down cleanly: {}", report.ToString());
-  } else {
-    spdlog::warn("shut down: {}", report.ToString());
-  }
-  if (devices_lost.load()) {
-    spdlog::critical(
-        "exiting with status 3: every device failed (Info and the log say "
-        "how); restart the server, or take the host out of service");
-    return 3;
-  }
-  return 0;
+  return ShutDownOnSignal(**server, signals, absl::Seconds(shutdown_grace_s),
+                          absl::Seconds(drain_delay_s), devices_lost);
 }
 
 }  // namespace gemm::server
