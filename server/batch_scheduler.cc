@@ -36,6 +36,15 @@ absl::StatusOr<std::unique_ptr<BatchScheduler>> BatchScheduler::Create(
   if (options.num_workers < 1) {
     return absl::InvalidArgumentError("num_workers must be at least 1");
   }
+  if (options.light_workers < 0 ||
+      options.light_workers >= options.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "light_workers must be 0 or more and fewer than num_workers (",
+        options.num_workers, "), got ", options.light_workers));
+  }
+  if (options.light_workers > 0 && !options.light) {
+    return absl::InvalidArgumentError("light_workers need a light function");
+  }
   if (options.max_queue_delay < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("max_queue_delay must not be negative");
   }
@@ -47,7 +56,8 @@ BatchScheduler::BatchScheduler(const Options& options, Executor* executor)
       executor_(executor),
       clock_(options.clock != nullptr ? options.clock : Clock::Real()) {
   for (int i = 0; i < options_.num_workers; ++i) {
-    workers_.emplace_back([this] { WorkerLoop(); });
+    const bool light_only = i < options_.light_workers;
+    workers_.emplace_back([this, light_only] { WorkerLoop(light_only); });
   }
 }
 
@@ -63,6 +73,7 @@ absl::Status BatchScheduler::Submit(std::shared_ptr<GemmJob> job) {
         "server overloaded: job queue full (%d jobs waiting); retry later",
         queue_.size()));
   }
+  if (IsLight(*job)) ++light_queued_;
   queue_.push_back(std::move(job));
   return absl::OkStatus();
 }
@@ -118,51 +129,72 @@ BatchScheduler::DropDead() {
       ++it;
       continue;
     }
-    dead.emplace_back(std::move(*it), std::move(why));
-    it = queue_.erase(it);
+    dead.emplace_back(*it, std::move(why));
+    it = Unqueue(it);
   }
   return dead;
 }
 
-size_t BatchScheduler::LeadIndex() const {
+std::deque<std::shared_ptr<GemmJob>>::iterator BatchScheduler::Unqueue(
+    std::deque<std::shared_ptr<GemmJob>>::iterator it) {
+  if (IsLight(**it)) --light_queued_;
+  return queue_.erase(it);
+}
+
+bool BatchScheduler::WorkFor(bool light_only) const {
+  return stopping_ || (light_only ? light_queued_ > 0 : !queue_.empty());
+}
+
+size_t BatchScheduler::LeadIndex(bool light_only) const {
   // Each client's oldest job; the common case, one client, is the front.
-  const std::string& front = queue_.front()->client();
-  size_t next = 0;   // the first client after last_client_
-  size_t first = 0;  // the first client of all, to wrap to
-  const std::string* next_name = nullptr;
-  const std::string* first_name = &front;
+  size_t next = queue_.size();   // the first client after last_client_
+  size_t first = queue_.size();  // the first client of all, to wrap to
   for (size_t i = 0; i < queue_.size(); ++i) {
+    if (light_only && !IsLight(*queue_[i])) continue;
     const std::string& client = queue_[i]->client();
-    if (client < *first_name) {
-      first_name = &client;
+    if (first == queue_.size() || client < queue_[first]->client()) {
       first = i;
     }
     if (client > last_client_ &&
-        (next_name == nullptr || client < *next_name)) {
-      next_name = &client;
+        (next == queue_.size() || client < queue_[next]->client())) {
       next = i;
     }
   }
-  return next_name != nullptr ? next : first;
+  return next != queue_.size() ? next : first;
 }
 
-Batch BatchScheduler::NextBatch() {
-  while (true) {
-    mu_.Await(absl::Condition(
-        +[](BatchScheduler* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          return !s->queue_.empty() || s->stopping_;
-        },
-        this));
-    if (queue_.empty()) return {};  // stopping, and nothing left
+namespace {
 
-    const size_t lead_index = LeadIndex();
+// A worker's wait: until BatchScheduler::WorkFor(light_only).
+struct Waiter {
+  const BatchScheduler* self;
+  bool light_only;
+};
+
+}  // namespace
+
+Batch BatchScheduler::NextBatch(bool light_only) {
+  const Waiter waiter{this, light_only};
+  const absl::Condition has_work(
+      +[](const Waiter* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return w->self->WorkFor(w->light_only);
+      },
+      &waiter);
+  while (true) {
+    mu_.Await(has_work);
+    if (queue_.empty() || (light_only && light_queued_ == 0)) {
+      return {};  // stopping, and nothing left for this worker
+    }
+
+    const size_t lead_index = LeadIndex(light_only);
     const GemmJob& lead = *queue_[lead_index];
     size_t companions = 0;
-    // The lead runs once any queued job has waited the delay, so that
-    // taking turns never leaves a job that is due waiting on an idle
-    // worker.
+    // The lead runs once any queued job this worker may take has waited
+    // the delay, so that taking turns never leaves a job that is due
+    // waiting on an idle worker.
     absl::Time oldest = lead.ready_time();
     for (const auto& job : queue_) {
+      if (light_only && !IsLight(*job)) continue;
       if (job->spec().SameBatchAs(lead.spec())) ++companions;
       oldest = std::min(oldest, job->ready_time());
     }
@@ -170,15 +202,15 @@ Batch BatchScheduler::NextBatch() {
     const absl::Time now = clock_->Now();
     if (companions >= options_.max_batch_size || stopping_ || now >= run_at) {
       Batch batch;
-      batch.push_back(std::move(queue_[lead_index]));
-      queue_.erase(queue_.begin() + lead_index);
+      batch.push_back(queue_[lead_index]);
+      Unqueue(queue_.begin() + lead_index);
       last_client_ = batch.front()->client();
       const JobSpec& key = batch.front()->spec();
       for (auto it = queue_.begin();
            it != queue_.end() && batch.size() < options_.max_batch_size;) {
         if ((*it)->spec().SameBatchAs(key)) {
-          batch.push_back(std::move(*it));
-          it = queue_.erase(it);
+          batch.push_back(*it);
+          it = Unqueue(it);
         } else {
           ++it;
         }
@@ -201,7 +233,7 @@ Batch BatchScheduler::NextBatch() {
   }
 }
 
-void BatchScheduler::WorkerLoop() {
+void BatchScheduler::WorkerLoop(bool light_only) {
   absl::Status prepared = executor_->PrepareWorkerThread();
   if (!prepared.ok()) {
     spdlog::warn("worker thread preparation failed: {}", prepared.ToString());
@@ -212,18 +244,19 @@ void BatchScheduler::WorkerLoop() {
     {
       absl::MutexLock lock(&mu_);
       // Drop what died while waiting, then form a batch from the living.
+      const Waiter waiter{this, light_only};
       while (true) {
         mu_.Await(absl::Condition(
-            +[](BatchScheduler* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-              return !s->queue_.empty() || s->stopping_;
+            +[](const Waiter* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+              return w->self->WorkFor(w->light_only);
             },
-            this));
+            &waiter));
         auto dropped = DropDead();
         for (auto& d : dropped) dead.push_back(std::move(d));
-        if (!dead.empty() || !queue_.empty() || stopping_) break;
+        if (!dead.empty() || WorkFor(light_only)) break;
       }
       if (dead.empty()) {
-        batch = NextBatch();
+        batch = NextBatch(light_only);
         // Jobs can die while a partial batch waits for company.
         const absl::Time now = clock_->Now();
         for (auto it = batch.begin(); it != batch.end();) {

@@ -7,9 +7,11 @@
 // can share its launch (GemmProblem::SameBatchAs), whoever sent them;
 // the batch runs once it holds max_batch_size jobs or any queued job has
 // waited max_queue_delay, as in Triton's dynamic batcher and TensorFlow
-// Serving's batch scheduler. Jobs whose deadline passed or whose caller
-// cancelled are dropped before they run. Stop() refuses new jobs and finishes
-// every accepted one.
+// Serving's batch scheduler. Light workers (Options::light_workers) take
+// only light jobs, in the same turns, so that a long job cannot keep the
+// short ones of other clients from a worker. Jobs whose deadline passed or
+// whose caller cancelled are dropped before they run. Stop() refuses new
+// jobs and finishes every accepted one.
 //
 // Thread-safety: thread-safe.
 //
@@ -21,6 +23,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -58,6 +61,13 @@ class BatchScheduler {
     uint32_t max_queued_jobs = 1024;
     // Worker threads, i.e. batches executing at once. Default 1.
     int num_workers = 1;
+    // Of num_workers, those that take only light jobs (`light`), so that a
+    // light job never waits for a worker behind long ones: the CPU backend
+    // runs small GEMMs between the tiles of a large one. Fewer than
+    // num_workers. Default 0.
+    int light_workers = 0;
+    // Whether a job is light; required when light_workers is above 0.
+    std::function<bool(const GemmJob&)> light;
     // Defaults to Clock::Real().
     const Clock* clock = nullptr;
   };
@@ -84,13 +94,24 @@ class BatchScheduler {
 
  private:
   BatchScheduler(const Options& options, Executor* executor);
-  void WorkerLoop();
+  // A worker's loop; a light one takes only light jobs.
+  void WorkerLoop(bool light_only);
   // Takes the next batch off the queue, waiting as the options say; an
   // empty batch means the worker should exit.
-  Batch NextBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The queue's position of the next batch's first job: the oldest job of
-  // the client after last_client_ in name order (wrapping).
-  size_t LeadIndex() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Batch NextBatch(bool light_only) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The queue's position of the next batch's first job: the oldest job (of
+  // those a light worker may take, for one) of the client after
+  // last_client_ in name order (wrapping). Needs one such job queued.
+  size_t LeadIndex(bool light_only) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a worker has something to take, or should stop.
+  bool WorkFor(bool light_only) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsLight(const GemmJob& job) const {
+    return options_.light_workers > 0 && options_.light(job);
+  }
+  // Takes the job at `it` off the queue.
+  std::deque<std::shared_ptr<GemmJob>>::iterator Unqueue(
+      std::deque<std::shared_ptr<GemmJob>>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops expired and cancelled jobs from the queue; returns them.
   std::vector<std::pair<std::shared_ptr<GemmJob>, absl::Status>> DropDead()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -101,6 +122,8 @@ class BatchScheduler {
 
   mutable absl::Mutex mu_;
   std::deque<std::shared_ptr<GemmJob>> queue_ ABSL_GUARDED_BY(mu_);
+  // Light jobs in queue_.
+  size_t light_queued_ ABSL_GUARDED_BY(mu_) = 0;
   // The client of the last batch's first job.
   std::string last_client_ ABSL_GUARDED_BY(mu_);
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;

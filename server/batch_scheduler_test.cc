@@ -324,5 +324,114 @@ TEST(BatchSchedulerTest, StopFinishesAcceptedJobsAndRefusesNewOnes) {
   EXPECT_EQ(outcome.ok, accepted);
 }
 
+// Holds every heavy batch (M of 100 or more) until released; records the
+// M of each job as its batch starts.
+class HoldingExecutor final : public Executor {
+ public:
+  absl::string_view backend() const override { return "test"; }
+  std::vector<DeviceDescription> devices() const override { return {}; }
+  std::vector<std::string> kernels() const override { return {"k"}; }
+  absl::StatusOr<std::string> ResolveKernel(
+      const GemmProblem&, absl::string_view,
+      Precision = Precision::kFp32) const override {
+    return std::string("k");
+  }
+  absl::Status Execute(const Batch& batch) override {
+    absl::MutexLock lock(&mu_);
+    for (const auto& job : batch) started_.push_back(job->problem().m);
+    if (batch.front()->problem().m >= 100) {
+      mu_.Await(absl::Condition(&released_));
+    }
+    return absl::OkStatus();
+  }
+  // True once `n` jobs have started, false after `timeout`.
+  bool WaitForStarts(size_t n, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto done = [this, n]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return started_.size() >= n;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
+  }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    released_ = true;
+  }
+  std::vector<uint32_t> started() {
+    absl::MutexLock lock(&mu_);
+    return started_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<uint32_t> started_ ABSL_GUARDED_BY(mu_);
+};
+
+bool LightM(const GemmJob& job) { return job.problem().m < 100; }
+
+// On the CPU backend one worker ran every job: a client's long GEMM (or
+// its K = 0 job with a huge C) kept every other client's small jobs
+// waiting for the whole of it. A light worker takes the small ones.
+TEST(BatchSchedulerTest, ALightWorkerRunsSmallJobsWhileLongOnesHoldTheRest) {
+  HoldingExecutor executor;
+  auto scheduler = BatchScheduler::Create(
+      {.num_workers = 2, .light_workers = 1, .light = LightM}, &executor);
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+  Outcome outcome;
+  ASSERT_TRUE((*scheduler)->Submit(ClientJob("a", 500, &outcome)).ok());
+  ASSERT_TRUE((*scheduler)->Submit(ClientJob("a", 501, &outcome)).ok());
+  ASSERT_TRUE(executor.WaitForStarts(1, absl::Seconds(5)));
+  for (uint32_t m = 8; m < 11; ++m) {
+    ASSERT_TRUE((*scheduler)->Submit(ClientJob("b", m, &outcome)).ok());
+  }
+  EXPECT_TRUE(executor.WaitForStarts(4, absl::Seconds(5)))
+      << "small jobs waited behind a long one";
+  // The light worker never takes the second long job.
+  EXPECT_EQ(executor.started(), (std::vector<uint32_t>{500, 8, 9, 10}));
+  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  while (outcome.ok < 3 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(outcome.ok, 3);
+  executor.Release();
+  (*scheduler)->Stop();
+  EXPECT_EQ(executor.started(), (std::vector<uint32_t>{500, 8, 9, 10, 501}));
+  EXPECT_EQ(outcome.ok, 5);
+}
+
+// A general worker takes light jobs too, in turn; Stop() drains both kinds.
+TEST(BatchSchedulerTest, GeneralWorkersTakeLightJobsAndStopDrainsAll) {
+  HoldingExecutor executor;
+  executor.Release();
+  auto scheduler = BatchScheduler::Create(
+      {.num_workers = 3, .light_workers = 1, .light = LightM}, &executor);
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+  Outcome outcome;
+  for (uint32_t m = 1; m <= 40; ++m) {
+    ASSERT_TRUE((*scheduler)
+                    ->Submit(ClientJob("c", m % 2 ? m : 100 + m, &outcome))
+                    .ok());
+  }
+  (*scheduler)->Stop();
+  EXPECT_EQ(outcome.ok, 40);
+  EXPECT_EQ(executor.started().size(), 40u);
+}
+
+TEST(BatchSchedulerTest, LightWorkersNeedAFunctionAndAGeneralWorker) {
+  RecordingExecutor executor;
+  auto all_light = BatchScheduler::Create(
+      {.num_workers = 1, .light_workers = 1, .light = LightM}, &executor);
+  EXPECT_EQ(all_light.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(all_light.status().message().find("fewer than num_workers"),
+            std::string::npos)
+      << all_light.status();
+  auto no_function =
+      BatchScheduler::Create({.num_workers = 2, .light_workers = 1}, &executor);
+  EXPECT_EQ(no_function.status().code(), absl::StatusCode::kInvalidArgument);
+  auto negative = BatchScheduler::Create(
+      {.num_workers = 2, .light_workers = -1}, &executor);
+  EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace gemm::server

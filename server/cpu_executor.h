@@ -2,9 +2,18 @@
 //
 // This is the backend wherever there is no GPU. Its only kernel is "cpu";
 // "auto" resolves to it. OpenBLAS parallelizes each GEMM over its own
-// threads, so batches run one job after another; GEMMs under 512^3 run on
-// one thread (helper threads spin after each GEMM they join, taking cores
-// from gRPC on a small host).
+// threads, so one GEMM runs at a time; GEMMs under 512^3 run on one thread
+// (helper threads spin after each GEMM they join, taking cores from gRPC
+// on a small host).
+//
+// Light jobs (IsLight: under 512^3, C of 1 MiB at most) run whole. Heavy
+// ones run tile by tile of C, each tile in steps over K, each step a GEMM
+// of its own, and a light job that waits runs before the next step; a heavy C
+// that is not read is zeroed first, outside OpenBLAS's turns. K = 0 (C = beta *
+// C) needs no OpenBLAS and takes no turn. With a light worker in front
+// (BatchScheduler::Options::light_workers), one client's 4096^3 GEMM, or
+// its K = 0 job asking for a C of 64 MiB, no longer keeps another client's
+// 64^3 job waiting for the whole of it.
 //
 // A job with JobSpec::check is checked (common/abft.h) on the host: the
 // operands' sums before the GEMM, C's after it. A result that fails runs
@@ -13,7 +22,8 @@
 // if that fails too, the job ends with DATA_LOSS and the others of the
 // batch go on.
 //
-// Thread-safety: thread-safe; concurrent Execute() calls are serialized.
+// Thread-safety: thread-safe; concurrent Execute() calls take turns at
+// OpenBLAS, a tile or a light job at a time.
 //
 //   ASSIGN_OR_RETURN(auto executor, CpuExecutor::Create({.threads = 4}));
 //   RETURN_IF_ERROR(executor->Execute(batch));
@@ -59,15 +69,29 @@ class CpuExecutor final : public Executor {
   // The name of the one real kernel of this backend.
   static constexpr char kKernelName[] = "cpu";
 
+  // Whether a job runs whole (see above); the others run in tiles.
+  static bool IsLight(const GemmProblem& problem);
+
  private:
   CpuExecutor(const Options& options, int threads)
       : options_(options), full_threads_(threads), current_threads_(threads) {}
 
   // One job: its GEMM, and its check when it asks for one. Fails only
   // with DATA_LOSS (both runs failed the check).
-  absl::Status Run(GemmJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // cblas_sgemm on the job, on one thread or all (kThreadedMinVolume).
-  void Sgemm(GemmJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Run(GemmJob& job);
+  // The job's GEMM: whole when it is light, else tile by tile, letting
+  // waiting light jobs go first before each tile.
+  void Sgemm(GemmJob& job);
+  // A range of rows, columns or K.
+  struct Span {
+    uint32_t start = 0;
+    uint32_t size = 0;
+  };
+  // cblas_sgemm on `rows` and `cols` of the job's C over `depth` of K
+  // (C = alpha * A B + beta * C for the first, C += alpha * A B after), on
+  // one thread or all (kThreadedMinVolume).
+  void SgemmTile(GemmJob& job, Span rows, Span cols, Span depth)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   // OpenBLAS threads for large GEMMs, and those set now (one for small
@@ -76,7 +100,11 @@ class CpuExecutor final : public Executor {
   // which costs speed only.
   const int full_threads_;
   int current_threads_ ABSL_GUARDED_BY(mu_);
+  // Held for each OpenBLAS call: one GEMM (a light job, or a tile) at a time.
   absl::Mutex mu_;
+  // Light jobs waiting for mu_; a tile waits until there are none.
+  absl::Mutex turn_mu_;
+  int light_waiting_ ABSL_GUARDED_BY(turn_mu_) = 0;
   ResultCorrupter corrupter_;
   std::atomic<uint64_t> check_mismatches_{0};
 };

@@ -35,11 +35,13 @@ constexpr char kServiceName[] = "gemm.v1.GemmService";
 // (EnableDefaultHealthCheckService).
 constexpr char kHealthServiceName[] = "grpc.health.v1.Health";
 
-// The executor, with its host allocator and worker count.
+// The executor, with its host allocator, worker count and, where it runs
+// light jobs between the parts of heavy ones, which jobs are light.
 struct Backend {
   std::unique_ptr<Executor> executor;
   HostAllocator* host_allocator = nullptr;
   int workers = 1;
+  std::function<bool(const GemmJob&)> light;
 };
 
 absl::StatusOr<Backend> MakeCpuBackend(const GemmServer::Options& options) {
@@ -49,6 +51,12 @@ absl::StatusOr<Backend> MakeCpuBackend(const GemmServer::Options& options) {
                    CpuExecutor::Create(cpu));
   Backend backend;
   backend.executor = std::move(executor);
+  // One worker for any job, one for light jobs, which run between the
+  // tiles of a heavy one (CpuExecutor).
+  backend.workers = 2;
+  backend.light = [](const GemmJob& job) {
+    return CpuExecutor::IsLight(job.problem());
+  };
   return backend;
 }
 
@@ -181,6 +189,10 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   server->host_allocator_ = backend.host_allocator;
   BatchScheduler::Options batching = options.batching;
   if (batching.num_workers == 0) batching.num_workers = backend.workers;
+  if (backend.light && batching.num_workers > 1) {
+    batching.light_workers = 1;
+    batching.light = backend.light;
+  }
   ASSIGN_OR_RETURN(server->scheduler_,
                    BatchScheduler::Create(batching, server->executor_.get()));
   ASSIGN_OR_RETURN(server->authenticator_,

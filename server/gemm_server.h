@@ -50,9 +50,11 @@ class GemmServer {
     ServiceLimits limits;
     // Shared-memory regions (region_registry.h).
     RegionRegistry::Options regions;
-    // batching.num_workers 0 means the backend's choice: 1 on the CPU,
-    // devices x streams_per_device on CUDA. The other fields keep
-    // BatchScheduler::Options's defaults.
+    // batching.num_workers 0 means the backend's choice: 2 on the CPU,
+    // devices x streams_per_device on CUDA. With 2 or more on the CPU, one
+    // takes only light jobs (CpuExecutor::IsLight); light_workers and light
+    // are set here. The other fields keep BatchScheduler::Options's
+    // defaults.
     BatchScheduler::Options batching;
     // HTTP/2 flow-control window each stream aims for (gRPC's
     // GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES), in bytes: how much a client

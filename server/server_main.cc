@@ -244,8 +244,9 @@ int RunServerMain(int argc, char** argv,
                  "longest a job waits for others to join its batch")
       ->capture_default_str();
   app.add_option("--workers", options.batching.num_workers,
-                 "batches executing at once; 0: the backend's choice (1 on "
-                 "the CPU, devices x streams-per-device on CUDA)")
+                 "batches executing at once; 0: the backend's choice (2 on "
+                 "the CPU, one of them for light jobs only; devices x "
+                 "streams-per-device on CUDA)")
       ->capture_default_str();
   app.add_option("--devices", options.cuda.devices,
                  "CUDA devices to use, e.g. 0,1 (default: all visible)")

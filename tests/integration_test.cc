@@ -475,10 +475,12 @@ TEST_F(IntegrationTest, DeviceFailureIsInternalAndTheServerGoesOn) {
 }
 
 TEST_F(IntegrationTest, JobTimeoutWhileQueuedIsDeadlineExceeded) {
-  // The second job waits behind the first, longer than its 1 ms budget.
+  // The second job waits behind the first, longer than its 1 ms budget
+  // (on the CPU backend both are heavy, so the light worker takes neither:
+  // a C over 1 MiB).
   auto client = Connect(*server_);
   TestJob slow(1200, 1200, 1200, false, false, 1, 0, 5);
-  TestJob hurried(16, 16, 16);
+  TestJob hurried(600, 600, 4);
   hurried.args.timeout_ms = 1;
   auto stream = client->OpenStream();
   absl::Status slow_status, hurried_status;
@@ -613,10 +615,11 @@ TEST(LimitsTest, AJobRefusedMidUploadFailsAloneAndItsOperandsMayGo) {
 
 // A server with room for one queued job, whose kernel "stuck" holds the
 // single worker for 3 s (then fails with INTERNAL).
+// One worker, no light one: the stuck job holds every job behind it.
 ServerProcess ServerWithAStuckWorker() {
   return ServerProcess(
-      {"--max-queued-jobs", "1", "--threads", "1", "--testing-stuck-kernel",
-       "stuck", "--testing-stuck-s", "3"},
+      {"--max-queued-jobs", "1", "--threads", "1", "--workers", "1",
+       "--testing-stuck-kernel", "stuck", "--testing-stuck-s", "3"},
       ServerProcess::kServerWithFaults);
 }
 
@@ -630,6 +633,40 @@ std::vector<std::unique_ptr<TestJob>> StuckJobThenSmallOnes() {
         std::make_unique<TestJob>(8, 8, 8, false, false, 1, 0, 2 + i));
   }
   return jobs;
+}
+
+// The CPU backend ran one job at a time: one client's long GEMM kept every
+// other client's small jobs waiting for all of it. A light worker now takes
+// the small ones (here while a heavy job is stuck for 3 s).
+TEST(LimitsTest, SmallJobsDoNotWaitBehindALongOne) {
+  ServerProcess server({"--threads", "1", "--testing-stuck-kernel", "stuck",
+                        "--testing-stuck-s", "3"},
+                       ServerProcess::kServerWithFaults);
+  ASSERT_TRUE(server.Start().ok());
+  auto heavy_client = Connect(server);
+  TestJob heavy(640, 640, 640, false, false, 1, 0, 1);
+  heavy.args.kernel = "stuck";
+  absl::Notification heavy_done;
+  absl::Status heavy_status;
+  heavy_client->GemmAsync(heavy.args, heavy.out.data(),
+                          [&](absl::StatusOr<v1::Timing> t) {
+                            heavy_status = t.status();
+                            heavy_done.Notify();
+                          });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto client = Connect(server);
+  for (int i = 0; i < 5; ++i) {
+    TestJob small(37, 29, 41, i % 2 == 1, i % 3 == 1, 1.5f, 0.5f, 10 + i);
+    const absl::StatusOr<v1::Timing> timing =
+        client->Gemm(small.args, small.out.data());
+    ASSERT_TRUE(timing.ok()) << timing.status();
+    EXPECT_LE(small.Error(), kTolerance);
+  }
+  EXPECT_FALSE(heavy_done.HasBeenNotified())
+      << "the small jobs waited for the stuck one";
+  heavy_done.WaitForNotification();
+  EXPECT_EQ(heavy_status.code(), absl::StatusCode::kInternal) << heavy_status;
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
 TEST(LimitsTest, AFullQueueTurnsUnaryCallsAwayWithUnavailable) {
