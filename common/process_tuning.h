@@ -20,9 +20,11 @@
 // arenas' heaps (only the main arena's); with two arenas that is at most
 // one 64 MiB heap. After big-unary-unread at full size on the H200 host the
 // server kept 154-214 MiB over its idle size there, through two trims;
-// with two arenas it kept 8 MiB, at a throughput within the spread of the
-// default's. On a 2-core host, fewer arenas slow gRPC's work through a
-// rapid reset's backlog (docs/decisions.md, 45).
+// with two arenas it kept 8-45 MiB, at a throughput within the spread of
+// the default's. But two arenas doubled other clients' p99 under several
+// attacks there, and on a 2-core host they slow gRPC's work through a
+// rapid reset's backlog: gemm-server keeps glibc's default unless told
+// (docs/decisions.md, 45 and 48).
 //
 // Mutexes: Debian's abseil checks every absl::Mutex acquisition for lock
 // cycles, through one global graph behind a spin lock (a profile of the
@@ -33,7 +35,7 @@
 //
 //   int main(int argc, char** argv) {
 //     gemm::TuneProcess();
-//     ... flags ...; gemm::LimitMallocArenas(2);  // gemm-server
+//     ... flags ...; gemm::LimitMallocArenas(2);  // --malloc-arenas 2
 #ifndef GEMM_COMMON_PROCESS_TUNING_H_
 #define GEMM_COMMON_PROCESS_TUNING_H_
 

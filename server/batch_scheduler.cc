@@ -73,6 +73,16 @@ absl::Status BatchScheduler::Submit(std::shared_ptr<GemmJob> job) {
         "server overloaded: job queue full (%d jobs waiting); retry later",
         queue_.size()));
   }
+  const uint32_t client_share =
+      options_.max_queued_jobs - options_.max_queued_jobs / 4;
+  size_t& client_queued = client_queued_[job->client()];
+  if (client_queued >= client_share) {
+    return absl::UnavailableError(absl::StrFormat(
+        "server overloaded: client %s has %d jobs queued, its share of the "
+        "job queue; retry later",
+        job->client().empty() ? "(unnamed)" : job->client(), client_queued));
+  }
+  ++client_queued;
   if (IsLight(*job)) ++light_queued_;
   queue_.push_back(std::move(job));
   return absl::OkStatus();
@@ -138,6 +148,10 @@ BatchScheduler::DropDead() {
 std::deque<std::shared_ptr<GemmJob>>::iterator BatchScheduler::Unqueue(
     std::deque<std::shared_ptr<GemmJob>>::iterator it) {
   if (IsLight(**it)) --light_queued_;
+  auto client = client_queued_.find((*it)->client());
+  if (client != client_queued_.end() && --client->second == 0) {
+    client_queued_.erase(client);
+  }
   return queue_.erase(it);
 }
 

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -57,7 +58,10 @@ class BatchScheduler {
     // queued while the executor was busy.
     absl::Duration max_queue_delay = absl::ZeroDuration();
     // Jobs that may wait in the queue; beyond that Submit() answers
-    // UNAVAILABLE. Default 1024.
+    // UNAVAILABLE. One client (GemmJob::client()) may hold at most
+    // max_queued_jobs - max_queued_jobs / 4 of them, so that a client
+    // keeping the queue full cannot turn every other client's job away.
+    // Default 1024.
     uint32_t max_queued_jobs = 1024;
     // Worker threads, i.e. batches executing at once. Default 1.
     int num_workers = 1;
@@ -124,6 +128,8 @@ class BatchScheduler {
   std::deque<std::shared_ptr<GemmJob>> queue_ ABSL_GUARDED_BY(mu_);
   // Light jobs in queue_.
   size_t light_queued_ ABSL_GUARDED_BY(mu_) = 0;
+  // Each client's jobs in queue_ (clients with none are left out).
+  std::map<std::string, size_t> client_queued_ ABSL_GUARDED_BY(mu_);
   // The client of the last batch's first job.
   std::string last_client_ ABSL_GUARDED_BY(mu_);
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;

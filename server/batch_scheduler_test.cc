@@ -243,6 +243,31 @@ TEST(BatchSchedulerTest, FullQueueAnswersUnavailable) {
   EXPECT_EQ(outcome.ok, 3) << "every accepted job still runs";
 }
 
+// One client that kept the queue full (a stream refills it as fast as jobs
+// leave) turned every other client's unary job away with UNAVAILABLE. A
+// client now holds at most three quarters of the queue.
+TEST(BatchSchedulerTest, OneClientCannotFillTheWholeQueue) {
+  RecordingExecutor executor;
+  auto scheduler = BatchScheduler::Create({.max_queued_jobs = 8}, &executor);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome outcome;
+  ASSERT_TRUE((*scheduler)->Submit(ClientJob("a", 8, &outcome)).ok());
+  executor.WaitUntilBusy();
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE((*scheduler)->Submit(ClientJob("a", 8, &outcome)).ok()) << i;
+  }
+  absl::Status over = (*scheduler)->Submit(ClientJob("a", 8, &outcome));
+  EXPECT_EQ(over.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(over.message().find("client a has 6 jobs queued"),
+            absl::string_view::npos)
+      << over;
+  EXPECT_TRUE((*scheduler)->Submit(ClientJob("b", 8, &outcome)).ok());
+  EXPECT_TRUE((*scheduler)->Submit(ClientJob("b", 8, &outcome)).ok());
+  executor.Release();
+  (*scheduler)->Stop();
+  EXPECT_EQ(outcome.ok, 9) << "every accepted job still runs";
+}
+
 TEST(BatchSchedulerTest, ExpiredAndCancelledJobsAreDroppedUnrun) {
   RecordingExecutor executor;
   FakeClock clock;

@@ -315,14 +315,14 @@ int RunServerMain(int argc, char** argv,
                  "text, or json: one JSON object per line (time, level, msg)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
-  // Two: the memory freed after a burst or an attack goes back to the
-  // system (malloc_trim reaches the main arena's heap top; the other's
-  // keeps at most 64 MiB). See process_tuning.h and docs/decisions.md, 45.
-  int malloc_arenas = 2;
+  // glibc's default: two arenas return the memory freed after an attack
+  // but double other clients' p99 under several (process_tuning.h,
+  // docs/decisions.md 45 and 48).
+  int malloc_arenas = 0;
   app.add_option("--malloc-arenas", malloc_arenas,
                  "glibc malloc arenas at most (0: glibc's default, 8 per "
-                 "core, whose free heap tops are never returned to the "
-                 "system)")
+                 "core; 2 returns more memory after a burst, at a cost in "
+                 "latency under many connections)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   if (extensions.add_flags) extensions.add_flags(app);
