@@ -9,10 +9,8 @@
 namespace gemm::server {
 namespace {
 
-// Records the batches it is given; holds the first one until released, so
-// that tests can queue jobs behind a busy executor. (Scheduling is what is
-// under test here; cpu_executor_test covers the arithmetic.)
-class RecordingExecutor final : public Executor {
+// An executor of one kernel, "k", whose Execute is the test's.
+class TestExecutor : public Executor {
  public:
   absl::string_view backend() const override { return "test"; }
   std::vector<DeviceDescription> devices() const override { return {}; }
@@ -22,6 +20,13 @@ class RecordingExecutor final : public Executor {
       Precision = Precision::kFp32) const override {
     return std::string("k");
   }
+};
+
+// Records the batches it is given; holds the first one until released, so
+// that tests can queue jobs behind a busy executor. (Scheduling is what is
+// under test here; cpu_executor_test covers the arithmetic.)
+class RecordingExecutor final : public TestExecutor {
+ public:
   absl::Status Execute(const Batch& batch) override {
     if (!started_.HasBeenNotified()) {
       started_.Notify();
@@ -351,16 +356,8 @@ TEST(BatchSchedulerTest, StopFinishesAcceptedJobsAndRefusesNewOnes) {
 
 // Holds every heavy batch (M of 100 or more) until released; records the
 // M of each job as its batch starts.
-class HoldingExecutor final : public Executor {
+class HoldingExecutor final : public TestExecutor {
  public:
-  absl::string_view backend() const override { return "test"; }
-  std::vector<DeviceDescription> devices() const override { return {}; }
-  std::vector<std::string> kernels() const override { return {"k"}; }
-  absl::StatusOr<std::string> ResolveKernel(
-      const GemmProblem&, absl::string_view,
-      Precision = Precision::kFp32) const override {
-    return std::string("k");
-  }
   absl::Status Execute(const Batch& batch) override {
     absl::MutexLock lock(&mu_);
     for (const auto& job : batch) started_.push_back(job->problem().m);
