@@ -37,9 +37,10 @@ constexpr uint64_t kStepVolume = uint64_t{1} << 29;
 constexpr uint32_t kMinStepDepth = 256;
 
 uint32_t StepDepth(uint32_t rows, uint32_t cols, uint32_t k) {
-  const uint64_t depth = kStepVolume / (uint64_t{rows} * cols);
+  const uint64_t depth = kStepVolume / (uint64_t{rows} * cols) / 64 * 64;
+  // Not std::clamp: K may be under kMinStepDepth.
   return static_cast<uint32_t>(
-      std::clamp<uint64_t>(depth / 64 * 64, kMinStepDepth, k));
+      std::min<uint64_t>(std::max<uint64_t>(depth, kMinStepDepth), k));
 }
 
 }  // namespace
