@@ -301,6 +301,38 @@ TEST(BatchSchedulerTest, ExpiredAndCancelledJobsAreDroppedUnrun) {
       << "only the busy job and the live one ran";
 }
 
+// Jobs dropped unrun give their client's share of the queue back.
+TEST(BatchSchedulerTest, DroppedJobsLeaveTheirClientsShare) {
+  RecordingExecutor executor;
+  FakeClock clock;
+  auto scheduler = BatchScheduler::Create(
+      {.max_queued_jobs = 4, .clock = &clock}, &executor);
+  ASSERT_TRUE(scheduler.ok());
+  Outcome busy, expired, later;
+  ASSERT_TRUE((*scheduler)->Submit(Job(8, &busy, &clock)).ok());
+  executor.WaitUntilBusy();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE((*scheduler)
+                    ->Submit(Job(16, &expired, &clock, absl::Milliseconds(10)))
+                    .ok());
+  }
+  EXPECT_EQ((*scheduler)->Submit(Job(16, &later, &clock)).code(),
+            absl::StatusCode::kUnavailable)
+      << "three of four is one client's share";
+  clock.Advance(absl::Milliseconds(20));
+  executor.Release();
+  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  while (expired.failed < 3 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(expired.failed, 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE((*scheduler)->Submit(Job(16, &later, &clock)).ok()) << i;
+  }
+  (*scheduler)->Stop();
+  EXPECT_EQ(later.ok, 3);
+}
+
 TEST(BatchSchedulerTest, AJobThatExpiresWhileItsBatchFormsDoesNotRun) {
   RecordingExecutor executor;
   executor.Release();  // never hold
