@@ -235,7 +235,8 @@ int RunServerMain(int argc, char** argv,
       ->check(CLI::Range(0, 16777215))
       ->capture_default_str();
   app.add_option("--max-queued-jobs", options.batching.max_queued_jobs,
-                 "jobs that may wait; beyond it new jobs get UNAVAILABLE")
+                 "jobs that may wait, three quarters of them at most one "
+                 "client's; beyond that new jobs get UNAVAILABLE")
       ->capture_default_str();
   app.add_option("--max-batch-size", options.batching.max_batch_size,
                  "most jobs in one batch")
