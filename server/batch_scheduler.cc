@@ -155,8 +155,8 @@ std::deque<std::shared_ptr<GemmJob>>::iterator BatchScheduler::Unqueue(
   return queue_.erase(it);
 }
 
-bool BatchScheduler::WorkFor(bool light_only) const {
-  return stopping_ || (light_only ? light_queued_ > 0 : !queue_.empty());
+bool BatchScheduler::QueuedFor(bool light_only) const {
+  return light_only ? light_queued_ > 0 : !queue_.empty();
 }
 
 size_t BatchScheduler::LeadIndex(bool light_only) const {
@@ -177,28 +177,19 @@ size_t BatchScheduler::LeadIndex(bool light_only) const {
   return next != queue_.size() ? next : first;
 }
 
-namespace {
-
-// A worker's wait: until BatchScheduler::WorkFor(light_only).
-struct Waiter {
-  const BatchScheduler* self;
-  bool light_only;
-};
-
-}  // namespace
+absl::Condition BatchScheduler::HasWork(const Waiter* waiter) {
+  return absl::Condition(
+      +[](const Waiter* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return w->self->stopping_ || w->self->QueuedFor(w->light_only);
+      },
+      waiter);
+}
 
 Batch BatchScheduler::NextBatch(bool light_only) {
   const Waiter waiter{this, light_only};
-  const absl::Condition has_work(
-      +[](const Waiter* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return w->self->WorkFor(w->light_only);
-      },
-      &waiter);
   while (true) {
-    mu_.Await(has_work);
-    if (queue_.empty() || (light_only && light_queued_ == 0)) {
-      return {};  // stopping, and nothing left for this worker
-    }
+    mu_.Await(HasWork(&waiter));
+    if (!QueuedFor(light_only)) return {};  // stopping, nothing left for it
 
     const size_t lead_index = LeadIndex(light_only);
     const GemmJob& lead = *queue_[lead_index];
@@ -260,14 +251,10 @@ void BatchScheduler::WorkerLoop(bool light_only) {
       // Drop what died while waiting, then form a batch from the living.
       const Waiter waiter{this, light_only};
       while (true) {
-        mu_.Await(absl::Condition(
-            +[](const Waiter* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-              return w->self->WorkFor(w->light_only);
-            },
-            &waiter));
+        mu_.Await(HasWork(&waiter));
         auto dropped = DropDead();
         for (auto& d : dropped) dead.push_back(std::move(d));
-        if (!dead.empty() || WorkFor(light_only)) break;
+        if (!dead.empty() || stopping_ || QueuedFor(light_only)) break;
       }
       if (dead.empty()) {
         batch = NextBatch(light_only);

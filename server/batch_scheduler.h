@@ -107,8 +107,15 @@ class BatchScheduler {
   // those a light worker may take, for one) of the client after
   // last_client_ in name order (wrapping). Needs one such job queued.
   size_t LeadIndex(bool light_only) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether a worker has something to take, or should stop.
-  bool WorkFor(bool light_only) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a worker (a light one, or any) has a job it may take.
+  bool QueuedFor(bool light_only) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker's wait: until it has a job to take (QueuedFor) or the
+  // scheduler stops.
+  struct Waiter {
+    const BatchScheduler* self;
+    bool light_only;
+  };
+  static absl::Condition HasWork(const Waiter* waiter);
   bool IsLight(const GemmJob& job) const {
     return options_.light_workers > 0 && options_.light(job);
   }
