@@ -16,6 +16,7 @@
 #include "grpcpp/resource_quota.h"
 #include "proto/wire_codec.h"
 #include "server/cpu_executor.h"
+#include "server/early_cancel_interceptor.h"
 #include "server/metered_executor.h"
 #include "server/reflection_service.h"
 #include "server/server_gauges.h"
@@ -255,6 +256,18 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   }
   builder.RegisterService(server->service_.get());
   builder.RegisterCallbackGenericService(server->service_->unary_calls());
+  if (options.max_client_early_cancels > 0) {
+    // Gemm and GemmStream count their own early cancels; the other
+    // methods' (and unknown ones') are seen by an interceptor.
+    GemmServiceImpl* service = server->service_.get();
+    builder.experimental().SetInterceptorCreators(MakeEarlyCancelInterceptors(
+        {"/gemm.v1.GemmService/Gemm", "/gemm.v1.GemmService/GemmStream"},
+        [service](const std::string& peer,
+                  std::chrono::system_clock::time_point began,
+                  std::chrono::system_clock::time_point deadline) {
+          service->NoteEarlyCancel(peer, began, deadline);
+        }));
+  }
   for (grpc::Service* service : server->reflection_->services()) {
     builder.RegisterService(service);
   }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "common/status_macros.h"
@@ -116,17 +117,15 @@ GemmServiceImpl::~GemmServiceImpl() {
   if (sweeper_.joinable()) sweeper_.join();
 }
 
-grpc::ServerUnaryReactor* GemmServiceImpl::Info(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::Status status = Identify(*context).status();
+void GemmServiceImpl::ServeInfo(const grpc::CallbackServerContext& context,
+                                const grpc::ByteBuffer& request,
+                                Answer answer) {
+  absl::Status status = Identify(context).status();
   // InfoRequest has no fields; its bytes must still be a message.
   v1::InfoRequest in;
-  if (status.ok()) status = wire::DecodeMessage(*request, &in);
-  if (status.ok()) *response = wire::EncodeMessage(Describe());
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+  if (status.ok()) status = wire::DecodeMessage(request, &in);
+  answer(status,
+         status.ok() ? wire::EncodeMessage(Describe()) : grpc::ByteBuffer());
 }
 
 v1::InfoResponse GemmServiceImpl::Describe() const {
@@ -328,8 +327,65 @@ class GemmServiceImpl::UnaryGemmCall final
   bool admitted_ = false;
 };
 
+// A unary call other than Gemm (Info, the region calls), served as a stream
+// of the generic API: reads its one request message, hands it to its
+// method, and ends as a unary call does once the method answers. It lives
+// until gRPC is done with it (OnDone), which is after the answer.
+class GemmServiceImpl::SmallUnaryCall final
+    : public grpc::ServerGenericBidiReactor {
+ public:
+  SmallUnaryCall(GemmServiceImpl* service, grpc::CallbackServerContext* context,
+                 Serve serve)
+      : service_(service), context_(context), serve_(serve) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // The caller half-closed without a message (it gets this status),
+      // or the call is over (gRPC has answered it).
+      Finish(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, kNoRequestMessage));
+      return;
+    }
+    (service_->*serve_)(
+        *context_, request_,
+        [this](const absl::Status& status, grpc::ByteBuffer response) {
+          if (!status.ok()) {
+            Finish(ToGrpcStatus(status));
+            return;
+          }
+          response_ = std::move(response);
+          StartWriteAndFinish(&response_, grpc::WriteOptions(),
+                              grpc::Status::OK);
+        });
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  GemmServiceImpl* const service_;
+  grpc::CallbackServerContext* const context_;
+  const Serve serve_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+};
+
 grpc::ServerGenericBidiReactor* GemmServiceImpl::UnaryCalls::CreateReactor(
     grpc::GenericCallbackServerContext* context) {
+  static constexpr std::pair<std::string_view, Serve> kSmallCalls[] = {
+      {"/gemm.v1.GemmService/Info", &GemmServiceImpl::ServeInfo},
+      {"/gemm.v1.GemmService/RegisterRegion",
+       &GemmServiceImpl::ServeRegisterRegion},
+      {"/gemm.v1.GemmService/UnregisterRegion",
+       &GemmServiceImpl::ServeUnregisterRegion},
+      {"/gemm.v1.GemmService/ListRegions", &GemmServiceImpl::ServeListRegions},
+  };
+  for (const auto& [method, serve] : kSmallCalls) {
+    if (context->method() == method) {
+      return new SmallUnaryCall(service_, context, serve);
+    }
+  }
   if (context->method() != kGemmMethod) {
     return new RefusedStream(grpc::Status(
         grpc::StatusCode::UNIMPLEMENTED,

@@ -5,9 +5,12 @@
 // answers from the job's done callback, GemmStream hands the call to a
 // GemmStreamReactor. Errors become grpc::Status here and nowhere else.
 //
-// Gemm is served through gRPC's generic API (unary_calls()), so that the
-// service sees the call before its message arrives and reads each
-// client's messages a few at a time (unary_read_gate.h).
+// The unary methods are served through gRPC's generic API (unary_calls()),
+// so that the service sees each call before its message arrives: Gemm's
+// messages are read a few at a time per client (unary_read_gate.h), and a
+// call of any method that its client resets before sending its request is
+// seen and counted (an HTTP/2 rapid reset, NoteEarlyCancel; gRPC drops
+// such a call of a registered unary method unseen).
 //
 // Thread-safety: thread-safe; gRPC calls it from its own threads.
 //
@@ -51,16 +54,16 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 // itself (proto/wire_codec.h): Gemm and GemmStream so that operand and
 // result bytes skip the protobuf copies, and all of them so that a request
 // that is not a message gets INVALID_ARGUMENT naming the problem, where
-// gRPC's own parsing answers a generated method with a bare error. Gemm is
-// generic: gRPC reads a registered unary method's message before the
-// service hears of the call. Reflection still describes them by the
-// proto: the wire format is the same.
-using GemmServiceBase = v1::GemmService::WithRawCallbackMethod_Info<
+// gRPC's own parsing answers a generated method with a bare error. The
+// unary methods are generic: gRPC reads a registered unary method's
+// message before the service hears of the call. Reflection still describes
+// them by the proto: the wire format is the same.
+using GemmServiceBase = v1::GemmService::WithGenericMethod_Info<
     v1::GemmService::WithGenericMethod_Gemm<
         v1::GemmService::WithRawCallbackMethod_GemmStream<
-            v1::GemmService::WithRawCallbackMethod_RegisterRegion<
-                v1::GemmService::WithRawCallbackMethod_UnregisterRegion<
-                    v1::GemmService::WithRawCallbackMethod_ListRegions<
+            v1::GemmService::WithGenericMethod_RegisterRegion<
+                v1::GemmService::WithGenericMethod_UnregisterRegion<
+                    v1::GemmService::WithGenericMethod_ListRegions<
                         v1::GemmService::Service>>>>>>;
 
 class GemmServiceImpl final : public GemmServiceBase {
@@ -106,20 +109,8 @@ class GemmServiceImpl final : public GemmServiceBase {
                   BatchScheduler* scheduler);
   ~GemmServiceImpl() override;  // after the server has stopped
 
-  grpc::ServerUnaryReactor* Info(grpc::CallbackServerContext* context,
-                                 const grpc::ByteBuffer* request,
-                                 grpc::ByteBuffer* response) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GemmStream(
       grpc::CallbackServerContext* context) override;
-  grpc::ServerUnaryReactor* RegisterRegion(grpc::CallbackServerContext* context,
-                                           const grpc::ByteBuffer* request,
-                                           grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* UnregisterRegion(
-      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-      grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ListRegions(grpc::CallbackServerContext* context,
-                                        const grpc::ByteBuffer* request,
-                                        grpc::ByteBuffer* response) override;
 
   // Shutdown, once the scheduler has stopped accepting jobs: every job not
   // yet accepted ends with UNAVAILABLE (streams waiting for room included),
@@ -127,8 +118,8 @@ class GemmServiceImpl final : public GemmServiceBase {
   // Unary calls already admitted finish as usual; those whose request is
   // not yet read end with UNAVAILABLE.
   void Drain();
-  // Serves the unary Gemm method (and answers UNIMPLEMENTED for methods
-  // nobody serves); to register with the service.
+  // Serves the unary methods (and answers UNIMPLEMENTED for methods nobody
+  // serves); to register with the service.
   grpc::CallbackGenericService* unary_calls() { return &unary_calls_; }
   // Calls still open: streams, and unary Gemm calls.
   size_t open_streams() const { return streams_.open_streams(); }
@@ -160,6 +151,23 @@ class GemmServiceImpl final : public GemmServiceBase {
 
  private:
   class UnaryGemmCall;
+  class SmallUnaryCall;
+  // Ends a small unary call: `status`, and `response` when it is OK.
+  using Answer = std::function<void(const absl::Status& status,
+                                    grpc::ByteBuffer response)>;
+  // The unary methods other than Gemm; each answers through `answer`, at
+  // once or (UnregisterRegion) later, from another thread.
+  using Serve =
+      void (GemmServiceImpl::*)(const grpc::CallbackServerContext& context,
+                                const grpc::ByteBuffer& request, Answer answer);
+  void ServeInfo(const grpc::CallbackServerContext& context,
+                 const grpc::ByteBuffer& request, Answer answer);
+  void ServeRegisterRegion(const grpc::CallbackServerContext& context,
+                           const grpc::ByteBuffer& request, Answer answer);
+  void ServeUnregisterRegion(const grpc::CallbackServerContext& context,
+                             const grpc::ByteBuffer& request, Answer answer);
+  void ServeListRegions(const grpc::CallbackServerContext& context,
+                        const grpc::ByteBuffer& request, Answer answer);
   class UnaryCalls final : public grpc::CallbackGenericService {
    public:
     explicit UnaryCalls(GemmServiceImpl* service) : service_(service) {}

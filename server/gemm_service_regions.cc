@@ -12,12 +12,12 @@
 
 namespace gemm::server {
 
-grpc::ServerUnaryReactor* GemmServiceImpl::RegisterRegion(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+void GemmServiceImpl::ServeRegisterRegion(
+    const grpc::CallbackServerContext& context, const grpc::ByteBuffer& request,
+    Answer answer) {
+  grpc::ByteBuffer response;
   auto run = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(const std::string owner, Identify(*context));
+    ASSIGN_OR_RETURN(const std::string owner, Identify(context));
     using Registrants = RegionRegistry::Registrants;
     if (regions_.options().registrants == Registrants::kNone) {
       return absl::UnimplementedError(
@@ -25,61 +25,60 @@ grpc::ServerUnaryReactor* GemmServiceImpl::RegisterRegion(
           "--regions off)");
     }
     if (regions_.options().registrants == Registrants::kLocal &&
-        !IsLoopbackPeer(context->peer())) {
+        !IsLoopbackPeer(context.peer())) {
       return absl::PermissionDeniedError(absl::StrCat(
           "regions are registered from the server's host only, at a "
           "loopback address or on a Unix socket (this caller is ",
-          ClientIdentityOfPeer(context->peer()),
+          ClientIdentityOfPeer(context.peer()),
           "); gemm-server --regions any accepts other addresses, e.g. "
           "containers on one host"));
     }
     v1::RegisterRegionRequest in;
-    RETURN_IF_ERROR(wire::DecodeMessage(*request, &in));
+    RETURN_IF_ERROR(wire::DecodeMessage(request, &in));
     v1::RegisterRegionResponse out;
     ASSIGN_OR_RETURN(*out.mutable_region(), regions_.Register(owner, in));
-    *response = wire::EncodeMessage(out);
+    response = wire::EncodeMessage(out);
     return absl::OkStatus();
   };
-  reactor->Finish(ToGrpcStatus(run()));
-  return reactor;
+  const absl::Status status = run();
+  answer(status, std::move(response));
 }
 
-grpc::ServerUnaryReactor* GemmServiceImpl::UnregisterRegion(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+void GemmServiceImpl::ServeUnregisterRegion(
+    const grpc::CallbackServerContext& context, const grpc::ByteBuffer& request,
+    Answer answer) {
   auto run = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(const std::string owner, Identify(*context));
+    ASSIGN_OR_RETURN(const std::string owner, Identify(context));
     v1::UnregisterRegionRequest in;
-    RETURN_IF_ERROR(wire::DecodeMessage(*request, &in));
-    *response = wire::EncodeMessage(v1::UnregisterRegionResponse());
+    RETURN_IF_ERROR(wire::DecodeMessage(request, &in));
     // Answered once no job uses the region and it is unmapped: now, or
     // when the last job using it ends.
-    return regions_.Unregister(
-        owner, in.name(), [reactor] { reactor->Finish(grpc::Status::OK); });
+    return regions_.Unregister(owner, in.name(), [answer] {
+      answer(absl::OkStatus(),
+             wire::EncodeMessage(v1::UnregisterRegionResponse()));
+    });
   };
-  absl::Status status = run();
-  if (!status.ok()) reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+  const absl::Status status = run();
+  if (!status.ok()) answer(status, grpc::ByteBuffer());
 }
 
-grpc::ServerUnaryReactor* GemmServiceImpl::ListRegions(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+void GemmServiceImpl::ServeListRegions(
+    const grpc::CallbackServerContext& context, const grpc::ByteBuffer& request,
+    Answer answer) {
+  grpc::ByteBuffer response;
   auto run = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(const std::string owner, Identify(*context));
+    ASSIGN_OR_RETURN(const std::string owner, Identify(context));
     v1::ListRegionsRequest in;
-    RETURN_IF_ERROR(wire::DecodeMessage(*request, &in));
+    RETURN_IF_ERROR(wire::DecodeMessage(request, &in));
     v1::ListRegionsResponse out;
     for (v1::RegionInfo& info : regions_.List(owner)) {
       *out.add_regions() = std::move(info);
     }
-    *response = wire::EncodeMessage(out);
+    response = wire::EncodeMessage(out);
     return absl::OkStatus();
   };
-  reactor->Finish(ToGrpcStatus(run()));
-  return reactor;
+  const absl::Status status = run();
+  answer(status, std::move(response));
 }
 
 }  // namespace gemm::server
