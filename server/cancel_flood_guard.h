@@ -15,9 +15,11 @@
 // (GemmServiceImpl::NoteEarlyCancel leaves out calls cancelled near their
 // deadline).
 //
-// Only the calls the service sees are counted: Gemm and GemmStream calls
-// that began. A flood of calls the service answers at once (an unknown
-// method, a bad token) or never sees (Info, health) is not.
+// Every method's calls are seen: Gemm's and GemmStream's by their
+// reactors, the others' by an interceptor (early_cancel_interceptor.h).
+// The unary methods, the health check's included, are served through
+// gRPC's generic API, since gRPC drops a registered unary method's call
+// that is reset before its request arrives without the service seeing it.
 //
 // Thread-safety: thread-safe.
 //

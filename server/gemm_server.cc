@@ -12,7 +12,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "proto/wire_codec.h"
 #include "server/cpu_executor.h"
@@ -32,9 +31,6 @@ namespace gemm::server {
 namespace {
 
 constexpr char kServiceName[] = "gemm.v1.GemmService";
-// gRPC's own health service, which it registers itself
-// (EnableDefaultHealthCheckService).
-constexpr char kHealthServiceName[] = "grpc.health.v1.Health";
 
 // The executor, with its host allocator, worker count and, where it runs
 // light jobs between the parts of heavy ones, which jobs are light.
@@ -161,6 +157,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
         ") for a result message's header"));
   }
   std::unique_ptr<GemmServer> server(new GemmServer());
+  server->health_ = std::make_unique<HealthService>();
   server->metrics_ = std::make_unique<ServerMetrics>();
   ASSIGN_OR_RETURN(Backend backend, MakeBackend(options));
   if (options.decorate_executor) {
@@ -181,9 +178,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
             "no device can compute any more ({}); health is "
             "NOT_SERVING",
             why.ToString());
-        if (self->server_ != nullptr) {
-          self->server_->GetHealthCheckService()->SetServingStatus(false);
-        }
+        self->health_->SetServingStatus(false);
         if (on_fatal) on_fatal(why);
       });
   server->executor_ = std::move(backend.executor);
@@ -213,6 +208,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   service_options.shut_out_for = absl::Seconds(options.shut_out_s);
   // The listener's limiter is made below, before any call can come.
   GemmServer* const raw = server.get();
+  service_options.health = server->health_.get();
   service_options.shut_out = [raw](const std::string& client,
                                    absl::Time until) -> size_t {
     return raw->connection_limiter_ == nullptr
@@ -222,9 +218,8 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   server->service_ = std::make_unique<GemmServiceImpl>(
       service_options, server->executor_.get(), server->scheduler_.get());
 
-  grpc::EnableDefaultHealthCheckService(true);
   ReflectionService::Options reflection;
-  reflection.services = {kServiceName, kHealthServiceName};
+  reflection.services = {kServiceName, HealthService::kServiceName};
   server->reflection_ = std::make_unique<ReflectionService>(reflection);
   grpc::ServerBuilder builder;
   // TCP addresses get the server's own listener (tcp_acceptor.h); others
@@ -330,10 +325,8 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   }
   if (server->acceptor_ != nullptr)
     server->acceptor_->Start(std::move(handoffs));
-  grpc::HealthCheckServiceInterface* health =
-      server->server_->GetHealthCheckService();
-  health->SetServingStatus(kServiceName, true);
-  health->SetServingStatus(true);
+  server->health_->SetServingStatus(kServiceName, true);
+  server->health_->SetServingStatus(true);
   server->AddGauges(options);
   if (!options.metrics_listen.empty()) {
     ASSIGN_OR_RETURN(server->metrics_endpoint_,
@@ -381,7 +374,7 @@ GemmServer::ShutdownReport GemmServer::Shutdown(absl::Duration grace,
   const absl::Time deadline =
       absl::Now() + std::max(grace, absl::ZeroDuration());
   if (server_ != nullptr) {
-    server_->GetHealthCheckService()->SetServingStatus(false);
+    health_->SetServingStatus(false);
     if (drain_delay > absl::ZeroDuration()) {
       absl::SleepFor(std::min(drain_delay, grace));
     }
@@ -415,6 +408,8 @@ GemmServer::ShutdownReport GemmServer::Shutdown(absl::Duration grace,
         report.cancelled_queued_jobs = scheduler_->queued();
       }
     });
+    // Health watches would hold the shutdown until the deadline.
+    health_->Shutdown();
     // Waits for open calls, whose accepted jobs keep running meanwhile.
     server_->Shutdown(absl::ToChronoTime(deadline));
     ended.Notify();

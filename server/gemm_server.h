@@ -25,6 +25,7 @@
 #include "server/cuda_executor_options.h"
 #include "server/executor.h"
 #include "server/gemm_service.h"
+#include "server/health_service.h"
 #include "server/metrics_endpoint.h"
 #include "server/reflection_service.h"
 #include "server/server_metrics.h"
@@ -221,6 +222,8 @@ class GemmServer {
 
   // First: everything below counts into it.
   std::unique_ptr<ServerMetrics> metrics_;
+  // grpc.health.v1, which the service serves; outlives its calls.
+  std::unique_ptr<HealthService> health_;
   std::unique_ptr<Executor> executor_;
   // The executor's pinned pool on CUDA (jobs' host storage); else nullptr.
   HostAllocator* host_allocator_ = nullptr;

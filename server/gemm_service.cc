@@ -381,6 +381,11 @@ grpc::ServerGenericBidiReactor* GemmServiceImpl::UnaryCalls::CreateReactor(
        &GemmServiceImpl::ServeUnregisterRegion},
       {"/gemm.v1.GemmService/ListRegions", &GemmServiceImpl::ServeListRegions},
   };
+  if (service_->options_.health != nullptr) {
+    if (auto* reactor = service_->options_.health->CreateReactor(context)) {
+      return reactor;
+    }
+  }
   for (const auto& [method, serve] : kSmallCalls) {
     if (context->method() == method) {
       return new SmallUnaryCall(service_, context, serve);

@@ -40,6 +40,7 @@
 #include "server/executor.h"
 #include "server/gemm_job.h"
 #include "server/gemm_stream_reactor.h"
+#include "server/health_service.h"
 #include "server/job_intake.h"
 #include "server/region_registry.h"
 #include "server/unary_read_gate.h"
@@ -101,6 +102,9 @@ class GemmServiceImpl final : public GemmServiceBase {
     // by GemmServer where it owns the listener. Default: none (the guard
     // only logs).
     std::function<size_t(const std::string& client, absl::Time until)> shut_out;
+    // grpc.health.v1, served with the unary calls (unary_calls()); must
+    // outlive the service. Default nullptr: not served.
+    HealthService* health = nullptr;
   };
 
   // `executor` and `scheduler` must outlive the service. Starts a thread

@@ -334,7 +334,7 @@ bool ResetCalls(int port, const std::string& path, int calls) {
 TEST(ConnectionTest, ARapidResetOfAnyMethodIsShutOut) {
   for (const std::string path :
        {"/gemm.v1.GemmService/Info", "/gemm.v1.GemmService/ListRegions",
-        "/gemm.v1.GemmService/NoSuchMethod",
+        "/grpc.health.v1.Health/Check", "/gemm.v1.GemmService/NoSuchMethod",
         "/gemm.v1.GemmService/GemmStream"}) {
     SCOPED_TRACE(path);
     ServerProcess server({"--listen", "[::]:0", "--max-client-early-cancels",

@@ -25,6 +25,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/gemm.grpc.pb.h"
+#include "server/blocking_generic_call.h"
 #include "tests/health_check.h"
 #include "tests/server_process.h"
 #include "tests/test_job.h"
@@ -807,6 +808,69 @@ TEST(ShutdownTest, HealthIsNotServingDuringTheDrainDelayWhileJobsStillRun) {
   EXPECT_TRUE(t.ok()) << t.status();
   EXPECT_LE(job.Error(), kTolerance);
   EXPECT_EQ(server.Wait(15), 0);
+  EXPECT_NE(LastLine(server.Log()).find("shut down cleanly"), std::string::npos)
+      << server.Log();
+}
+
+// A HealthCheckRequest naming `service` (field 1), and the status of a
+// HealthCheckResponse (field 1; 0 when the bytes are not one).
+grpc::ByteBuffer HealthRequest(const std::string& service) {
+  const std::string bytes =
+      service.empty() ? std::string()
+                      : std::string(1, '\x0a') +
+                            static_cast<char>(service.size()) + service;
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+int HealthStatus(const grpc::ByteBuffer& response) {
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (response.Dump(&slices).ok()) {
+    for (const grpc::Slice& s : slices) {
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+  }
+  return bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : 0;
+}
+
+// grpc.health.v1 is the server's own (server/health_service.h): Check
+// knows the whole server ("") and gemm.v1.GemmService, and answers
+// NOT_FOUND for another service; Watch sends SERVING, then NOT_SERVING as
+// the drain begins, and ends when the server shuts down, which it does not
+// hold.
+TEST(ShutdownTest, HealthWatchSeesTheDrainAndEndsAtShutdown) {
+  ServerProcess server({"--drain-delay-s", "1", "--shutdown-grace-s", "30",
+                        "--log-level", "info"});
+  ASSERT_TRUE(server.Start().ok());
+  grpc::GenericStub stub(grpc::CreateChannel(
+      server.address(), grpc::InsecureChannelCredentials()));
+  for (const auto& [service, expected] :
+       std::vector<std::pair<std::string, int>>{
+           {"", 1}, {"gemm.v1.GemmService", 1}, {"no.Such", -5}}) {
+    server::BlockingGenericCall check(&stub, "/grpc.health.v1.Health/Check",
+                                      absl::Seconds(5));
+    ASSERT_TRUE(check.Write(HealthRequest(service)));
+    check.WritesDone();
+    grpc::ByteBuffer response;
+    const bool got = check.Read(&response);
+    const grpc::Status status = check.Finish();
+    EXPECT_EQ(got ? HealthStatus(response) : -status.error_code(), expected)
+        << service << ": " << status.error_message();
+  }
+  server::BlockingGenericCall watch(&stub, "/grpc.health.v1.Health/Watch");
+  ASSERT_TRUE(watch.Write(HealthRequest("")));
+  watch.WritesDone();
+  grpc::ByteBuffer response;
+  ASSERT_TRUE(watch.Read(&response));
+  EXPECT_EQ(HealthStatus(response), 1) << "SERVING";
+  const auto start = std::chrono::steady_clock::now();
+  server.Signal(SIGTERM);
+  ASSERT_TRUE(watch.Read(&response));
+  EXPECT_EQ(HealthStatus(response), 2) << "NOT_SERVING";
+  EXPECT_FALSE(watch.Read(&response));
+  EXPECT_EQ(watch.Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(server.Wait(15), 0);
+  EXPECT_LT(SecondsSince(start), 10) << "the watch held the shutdown";
   EXPECT_NE(LastLine(server.Log()).find("shut down cleanly"), std::string::npos)
       << server.Log();
 }

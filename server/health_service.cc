@@ -1,0 +1,243 @@
+#include "server/health_service.h"
+
+#include <utility>
+#include <vector>
+
+#include "proto/grpc/health/v1/health.pb.h"
+#include "proto/wire_codec.h"
+
+namespace gemm::server {
+namespace {
+
+using v1proto = ::grpc::health::v1::HealthCheckResponse;
+
+constexpr char kCheckMethod[] = "/grpc.health.v1.Health/Check";
+constexpr char kWatchMethod[] = "/grpc.health.v1.Health/Watch";
+constexpr char kNoRequestMessage[] =
+    "the health call ended without its request message";
+
+grpc::ByteBuffer Encode(HealthService::Status status) {
+  v1proto response;
+  response.set_status(static_cast<v1proto::ServingStatus>(status));
+  return wire::EncodeMessage(response);
+}
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+}  // namespace
+
+// One Check call: reads the request, answers the service's status.
+class HealthService::Check final : public grpc::ServerGenericBidiReactor {
+ public:
+  explicit Check(const HealthService* health) : health_(health) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          kNoRequestMessage));
+      return;
+    }
+    ::grpc::health::v1::HealthCheckRequest in;
+    const absl::Status decoded = wire::DecodeMessage(request_, &in);
+    if (!decoded.ok()) {
+      Finish(ToGrpc(decoded));
+      return;
+    }
+    const Status status = health_->StatusOf(in.service());
+    if (status == kServiceUnknown) {
+      Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          "no health status for service \"" + in.service() +
+                              "\" (the server's is \"\")"));
+      return;
+    }
+    response_ = Encode(status);
+    StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  const HealthService* const health_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+};
+
+// One Watch call: reads the request, then writes the service's status and
+// each change of it, one write at a time (the latest status waits for the
+// write before it), until its client ends it or the service shuts down.
+class HealthService::Watch final : public grpc::ServerGenericBidiReactor {
+ public:
+  explicit Watch(HealthService* health) : health_(health) {
+    StartRead(&request_);
+  }
+
+  const std::string& service() const { return service_; }
+
+  // A new status of service(); the service's lock is held.
+  void Update(Status status) {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    pending_ = status;
+    if (!writing_ && pending_ != sent_) WriteLocked();
+  }
+
+  // Ends the call (the service is shutting down); the service's lock is
+  // held.
+  void End() {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    ending_ = true;
+    if (!writing_) FinishLocked(grpc::Status(
+        grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      absl::MutexLock lock(&mu_);
+      FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                kNoRequestMessage));
+      return;
+    }
+    ::grpc::health::v1::HealthCheckRequest in;
+    const absl::Status decoded = wire::DecodeMessage(request_, &in);
+    if (!decoded.ok()) {
+      absl::MutexLock lock(&mu_);
+      FinishLocked(ToGrpc(decoded));
+      return;
+    }
+    service_ = in.service();
+    watching_ = health_->AddWatch(this);
+    if (!watching_) {
+      absl::MutexLock lock(&mu_);
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                "the server is shutting down"));
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (finished_) return;
+    if (!ok) {
+      // The call is over (cancelled); OnCancel finishes it.
+      return;
+    }
+    if (ending_) {
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                "the server is shutting down"));
+    } else if (pending_ != sent_) {
+      WriteLocked();
+    }
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    if (watching_) health_->RemoveWatch(this);
+    delete this;
+  }
+
+ private:
+  void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    sent_ = pending_;
+    response_ = Encode(sent_);
+    writing_ = true;
+    StartWrite(&response_);
+  }
+
+  void FinishLocked(const grpc::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(status);
+  }
+
+  HealthService* const health_;
+  grpc::ByteBuffer request_;
+  std::string service_;
+  // Set once AddWatch succeeded; read in OnDone, after every callback.
+  bool watching_ = false;
+  absl::Mutex mu_;
+  grpc::ByteBuffer response_ ABSL_GUARDED_BY(mu_);
+  Status pending_ ABSL_GUARDED_BY(mu_) = kUnknown;
+  // What was written last (kUnknown: nothing yet; never a status here).
+  Status sent_ ABSL_GUARDED_BY(mu_) = kUnknown;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool ending_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+HealthService::HealthService() { services_[""] = kServing; }
+
+HealthService::~HealthService() = default;
+
+void HealthService::SetServingStatus(const std::string& service,
+                                     bool serving) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  const Status status = serving ? kServing : kNotServing;
+  services_[service] = status;
+  for (Watch* watch : watches_) {
+    if (watch->service() == service) watch->Update(status);
+  }
+}
+
+void HealthService::SetServingStatus(bool serving) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  const Status status = serving ? kServing : kNotServing;
+  for (auto& [name, now] : services_) now = status;
+  for (Watch* watch : watches_) {
+    if (services_.count(watch->service()) != 0) watch->Update(status);
+  }
+}
+
+void HealthService::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return;
+  shut_down_ = true;
+  for (auto& [name, now] : services_) now = kNotServing;
+  for (Watch* watch : watches_) {
+    if (services_.count(watch->service()) != 0) watch->Update(kNotServing);
+    watch->End();
+  }
+}
+
+HealthService::Status HealthService::StatusOf(
+    const std::string& service) const {
+  absl::MutexLock lock(&mu_);
+  auto it = services_.find(service);
+  return it == services_.end() ? kServiceUnknown : it->second;
+}
+
+bool HealthService::AddWatch(Watch* watch) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return false;
+  watches_.insert(watch);
+  // Under the lock, so that no change is sent before this first status.
+  auto it = services_.find(watch->service());
+  watch->Update(it == services_.end() ? kServiceUnknown : it->second);
+  return true;
+}
+
+void HealthService::RemoveWatch(Watch* watch) {
+  absl::MutexLock lock(&mu_);
+  watches_.erase(watch);
+}
+
+grpc::ServerGenericBidiReactor* HealthService::CreateReactor(
+    grpc::GenericCallbackServerContext* context) {
+  if (context->method() == kCheckMethod) return new Check(this);
+  if (context->method() == kWatchMethod) return new Watch(this);
+  return nullptr;
+}
+
+}  // namespace gemm::server
