@@ -1,6 +1,7 @@
 #include "server/early_cancel_interceptor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "grpcpp/server_context.h"
@@ -27,12 +28,12 @@ class EarlyCancelInterceptor final : public grpc::experimental::Interceptor {
     if (methods->QueryInterceptionHookPoint(
             InterceptionHookPoints::POST_RECV_MESSAGE) &&
         methods->GetRecvMessage() != nullptr) {
-      got_request_ = true;
+      got_request_.store(true);
     }
     // IsCancelled() is settled by now.
     if (methods->QueryInterceptionHookPoint(
             InterceptionHookPoints::POST_RECV_CLOSE) &&
-        !got_request_ && context_->IsCancelled()) {
+        !got_request_.load() && context_->IsCancelled()) {
       (*on_early_cancel_)(peer_, began_, context_->deadline());
     }
     methods->Proceed();
@@ -44,7 +45,9 @@ class EarlyCancelInterceptor final : public grpc::experimental::Interceptor {
   const std::string peer_;
   const std::chrono::system_clock::time_point began_ =
       std::chrono::system_clock::now();
-  bool got_request_ = false;
+  // The two hook points come in different batches, which may run at once
+  // on two threads.
+  std::atomic<bool> got_request_{false};
 };
 
 class EarlyCancelInterceptorFactory final

@@ -2,14 +2,16 @@
 // reactors count for themselves, the calls that a client cancels before
 // their request arrived: the calls of an HTTP/2 rapid reset.
 //
-// A unary method of gRPC's callback API (Info, the region calls, the
-// health check) begins only once its request has arrived; a call reset
-// before that is ended by gRPC without the service seeing it, and a
-// method that the server does not serve is refused the same way. An
-// interceptor sees each of those calls end (POST_RECV_CLOSE) whatever its
-// method, and knows whether a request came (POST_RECV_MESSAGE). Gemm and
-// GemmStream count their own (gemm_service.h, gemm_stream_reactor.h), so
-// their calls, the bulk of the traffic, go without an interceptor.
+// gRPC makes a call's interceptors once the call is matched to its method:
+// a stream's, a generic call's and an unknown method's at their headers,
+// but a registered unary method's only once its request has arrived, and
+// a registered unary call reset before that is dropped unseen. So the
+// server serves its unary methods and the health service as generic calls
+// (gemm_service.h, health_service.h), and this interceptor sees each call
+// end (POST_RECV_CLOSE) and knows whether a request came
+// (POST_RECV_MESSAGE). Gemm and GemmStream count their own
+// (GemmServiceImpl::MethodsCountingEarlyCancels()), so their calls, the
+// bulk of the traffic, go without an interceptor.
 //
 // Thread-safety: the factory is thread-safe; `on_early_cancel` is called
 // from gRPC's threads, any number at once.

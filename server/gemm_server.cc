@@ -157,7 +157,10 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
         ") for a result message's header"));
   }
   std::unique_ptr<GemmServer> server(new GemmServer());
+  // SERVING from the start (no one can ask before the server listens), so
+  // that a device lost while the server is made stays NOT_SERVING.
   server->health_ = std::make_unique<HealthService>();
+  server->health_->SetServingStatus(kServiceName, true);
   server->metrics_ = std::make_unique<ServerMetrics>();
   ASSIGN_OR_RETURN(Backend backend, MakeBackend(options));
   if (options.decorate_executor) {
@@ -256,7 +259,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
     // methods' (and unknown ones') are seen by an interceptor.
     GemmServiceImpl* service = server->service_.get();
     builder.experimental().SetInterceptorCreators(MakeEarlyCancelInterceptors(
-        {"/gemm.v1.GemmService/Gemm", "/gemm.v1.GemmService/GemmStream"},
+        GemmServiceImpl::MethodsCountingEarlyCancels(),
         [service](const std::string& peer,
                   std::chrono::system_clock::time_point began,
                   std::chrono::system_clock::time_point deadline) {
@@ -325,8 +328,6 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   }
   if (server->acceptor_ != nullptr)
     server->acceptor_->Start(std::move(handoffs));
-  server->health_->SetServingStatus(kServiceName, true);
-  server->health_->SetServingStatus(true);
   server->AddGauges(options);
   if (!options.metrics_listen.empty()) {
     ASSIGN_OR_RETURN(server->metrics_endpoint_,

@@ -1,5 +1,5 @@
 // GemmServer: assembles executor, scheduler and gRPC service into a running
-// server, with gRPC's health service and server reflection
+// server, with the health service (health_service.h) and server reflection
 // (reflection_service.h), and takes it down gracefully.
 //
 // Thread-safety: Shutdown() may be called from any thread, once.

@@ -49,6 +49,7 @@ GemmStreamReactor::Options StreamOptions(
 
 // The unary method served through the generic API.
 constexpr char kGemmMethod[] = "/gemm.v1.GemmService/Gemm";
+constexpr char kGemmStreamMethod[] = "/gemm.v1.GemmService/GemmStream";
 constexpr char kNoRequestMessage[] =
     "the unary call ended without its request message";
 
@@ -61,20 +62,36 @@ UnaryReadGate::Options ReadGateOptions(
 }
 
 // A call refused before anything is read (UNAUTHENTICATED, UNIMPLEMENTED).
+// Given `service`, a call that its client cancelled before the refusal went
+// out is an early cancel (a caller without a token resetting Gemm or
+// GemmStream calls, which the interceptor leaves to the service).
 class RefusedStream
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
-  void OnDone() override { delete this; }
+  explicit RefusedStream(const grpc::Status& status,
+                         grpc::CallbackServerContext* context = nullptr,
+                         GemmServiceImpl* service = nullptr)
+      : context_(context),
+        service_(service),
+        peer_(service != nullptr ? context->peer() : std::string()) {
+    Finish(status);
+  }
+  void OnDone() override {
+    if (service_ != nullptr && context_->IsCancelled()) {
+      service_->NoteEarlyCancel(peer_, began_, context_->deadline());
+    }
+    delete this;
+  }
+
+ private:
+  grpc::CallbackServerContext* const context_;
+  GemmServiceImpl* const service_;
+  const std::string peer_;
+  const std::chrono::system_clock::time_point began_ =
+      std::chrono::system_clock::now();
 };
 
 }  // namespace
-
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
-}
 
 GemmServiceImpl::GemmServiceImpl(const Options& options, Executor* executor,
                                  BatchScheduler* scheduler)
@@ -381,17 +398,17 @@ grpc::ServerGenericBidiReactor* GemmServiceImpl::UnaryCalls::CreateReactor(
        &GemmServiceImpl::ServeUnregisterRegion},
       {"/gemm.v1.GemmService/ListRegions", &GemmServiceImpl::ServeListRegions},
   };
-  if (service_->options_.health != nullptr) {
-    if (auto* reactor = service_->options_.health->CreateReactor(context)) {
-      return reactor;
-    }
-  }
-  for (const auto& [method, serve] : kSmallCalls) {
-    if (context->method() == method) {
-      return new SmallUnaryCall(service_, context, serve);
-    }
-  }
   if (context->method() != kGemmMethod) {
+    if (service_->options_.health != nullptr) {
+      if (auto* reactor = service_->options_.health->CreateReactor(context)) {
+        return reactor;
+      }
+    }
+    for (const auto& [method, serve] : kSmallCalls) {
+      if (context->method() == method) {
+        return new SmallUnaryCall(service_, context, serve);
+      }
+    }
     return new RefusedStream(grpc::Status(
         grpc::StatusCode::UNIMPLEMENTED,
         absl::StrCat("no method ", QuoteClientText(context->method()),
@@ -403,7 +420,9 @@ grpc::ServerGenericBidiReactor* GemmServiceImpl::UnaryCalls::CreateReactor(
     // A caller refused before it was identified is logged by its address.
     service_->CountRefusedUnary(ClientIdentityOfPeer(context->peer()), nullptr,
                                 client.status());
-    return new RefusedStream(ToGrpcStatus(client.status()));
+    return new RefusedStream(
+        ToGrpcStatus(client.status()), context,
+        service_->options_.max_client_early_cancels > 0 ? service_ : nullptr);
   }
   auto* call = new UnaryGemmCall(service_, context, *std::move(client));
   call->Begin();
@@ -486,9 +505,17 @@ void GemmServiceImpl::CountRefusedUnary(const std::string& client,
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 GemmServiceImpl::GemmStream(grpc::CallbackServerContext* context) {
   absl::StatusOr<std::string> client = Identify(*context);
-  if (!client.ok()) return new RefusedStream(ToGrpcStatus(client.status()));
+  if (!client.ok()) {
+    return new RefusedStream(
+        ToGrpcStatus(client.status()), context,
+        options_.max_client_early_cancels > 0 ? this : nullptr);
+  }
   return new GemmStreamReactor(&intake_, &streams_, stream_options_, context,
                                *client);
+}
+
+std::vector<std::string> GemmServiceImpl::MethodsCountingEarlyCancels() {
+  return {kGemmMethod, kGemmStreamMethod};
 }
 
 void GemmServiceImpl::Drain() {

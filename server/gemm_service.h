@@ -3,14 +3,17 @@
 // A thin edge on the callback API (no thread is blocked per call): Info
 // describes the backend, Gemm admits one job through the JobIntake and
 // answers from the job's done callback, GemmStream hands the call to a
-// GemmStreamReactor. Errors become grpc::Status here and nowhere else.
+// GemmStreamReactor. Errors become grpc::Status here (grpc_status.h).
 //
-// The unary methods are served through gRPC's generic API (unary_calls()),
-// so that the service sees each call before its message arrives: Gemm's
-// messages are read a few at a time per client (unary_read_gate.h), and a
-// call of any method that its client resets before sending its request is
-// seen and counted (an HTTP/2 rapid reset, NoteEarlyCancel; gRPC drops
-// such a call of a registered unary method unseen).
+// The unary methods (and the health service, health_service.h) are served
+// through gRPC's generic API (unary_calls()), so that the service sees each
+// call before its message arrives: Gemm's messages are read a few at a time
+// per client (unary_read_gate.h), and a call that its client resets before
+// sending its request is seen (gRPC drops such a call of a registered unary
+// method unseen). Gemm's and GemmStream's reactors count those early
+// cancels themselves (NoteEarlyCancel, an HTTP/2 rapid reset); the server's
+// interceptor counts the other methods' (early_cancel_interceptor.h,
+// MethodsCountingEarlyCancels()).
 //
 // Thread-safety: thread-safe; gRPC calls it from its own threads.
 //
@@ -25,6 +28,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -40,6 +44,7 @@
 #include "server/executor.h"
 #include "server/gemm_job.h"
 #include "server/gemm_stream_reactor.h"
+#include "server/grpc_status.h"
 #include "server/health_service.h"
 #include "server/job_intake.h"
 #include "server/region_registry.h"
@@ -47,9 +52,6 @@
 #include "server/validation.h"
 
 namespace gemm::server {
-
-// The one conversion from absl::Status to grpc::Status (the codes agree).
-grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // Every method is raw (grpc::ByteBuffer in and out) and decodes its request
 // itself (proto/wire_codec.h): Gemm and GemmStream so that operand and
@@ -122,8 +124,9 @@ class GemmServiceImpl final : public GemmServiceBase {
   // Unary calls already admitted finish as usual; those whose request is
   // not yet read end with UNAVAILABLE.
   void Drain();
-  // Serves the unary methods (and answers UNIMPLEMENTED for methods nobody
-  // serves); to register with the service.
+  // Serves the unary methods and Options::health's Check and Watch, and
+  // answers UNIMPLEMENTED for methods nobody serves; to register with the
+  // service.
   grpc::CallbackGenericService* unary_calls() { return &unary_calls_; }
   // Calls still open: streams, and unary Gemm calls.
   size_t open_streams() const { return streams_.open_streams(); }
@@ -143,6 +146,9 @@ class GemmServiceImpl final : public GemmServiceBase {
   void NoteEarlyCancel(const std::string& peer,
                        std::chrono::system_clock::time_point began,
                        std::chrono::system_clock::time_point deadline);
+  // The full names of the methods whose calls count their own early
+  // cancels; an interceptor is to count the others'.
+  static std::vector<std::string> MethodsCountingEarlyCancels();
   // Clients shut out so far for cancelling calls before they were read.
   uint64_t clients_shut_out() const { return cancel_flood_.trips(); }
 

@@ -5,11 +5,13 @@
 
 #include "proto/grpc/health/v1/health.pb.h"
 #include "proto/wire_codec.h"
+#include "server/grpc_status.h"
 
 namespace gemm::server {
 namespace {
 
-using v1proto = ::grpc::health::v1::HealthCheckResponse;
+using ::grpc::health::v1::HealthCheckRequest;
+using ::grpc::health::v1::HealthCheckResponse;
 
 constexpr char kCheckMethod[] = "/grpc.health.v1.Health/Check";
 constexpr char kWatchMethod[] = "/grpc.health.v1.Health/Watch";
@@ -17,14 +19,9 @@ constexpr char kNoRequestMessage[] =
     "the health call ended without its request message";
 
 grpc::ByteBuffer Encode(HealthService::Status status) {
-  v1proto response;
-  response.set_status(static_cast<v1proto::ServingStatus>(status));
+  HealthCheckResponse response;
+  response.set_status(static_cast<HealthCheckResponse::ServingStatus>(status));
   return wire::EncodeMessage(response);
-}
-
-grpc::Status ToGrpc(const absl::Status& status) {
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
 }
 
 }  // namespace
@@ -38,14 +35,14 @@ class HealthService::Check final : public grpc::ServerGenericBidiReactor {
 
   void OnReadDone(bool ok) override {
     if (!ok) {
-      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          kNoRequestMessage));
+      Finish(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, kNoRequestMessage));
       return;
     }
-    ::grpc::health::v1::HealthCheckRequest in;
+    HealthCheckRequest in;
     const absl::Status decoded = wire::DecodeMessage(request_, &in);
     if (!decoded.ok()) {
-      Finish(ToGrpc(decoded));
+      Finish(ToGrpcStatus(decoded));
       return;
     }
     const Status status = health_->StatusOf(in.service());
@@ -70,6 +67,12 @@ class HealthService::Check final : public grpc::ServerGenericBidiReactor {
 // One Watch call: reads the request, then writes the service's status and
 // each change of it, one write at a time (the latest status waits for the
 // write before it), until its client ends it or the service shuts down.
+// Unlike the other reactors (docs/design.md), it starts writes and its
+// Finish with its lock held, and the service's (Update, End): a change
+// comes from any thread, and the lock keeps a write from racing the
+// Finish of a cancel. gRPC 1.51 runs no reaction of a non-default reactor
+// inline, so none comes back into the lock; the service's lock is always
+// taken before a watch's.
 class HealthService::Watch final : public grpc::ServerGenericBidiReactor {
  public:
   explicit Watch(HealthService* health) : health_(health) {
@@ -92,22 +95,23 @@ class HealthService::Watch final : public grpc::ServerGenericBidiReactor {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
     ending_ = true;
-    if (!writing_) FinishLocked(grpc::Status(
-        grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+    if (!writing_)
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                "the server is shutting down"));
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
       absl::MutexLock lock(&mu_);
-      FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                kNoRequestMessage));
+      FinishLocked(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, kNoRequestMessage));
       return;
     }
-    ::grpc::health::v1::HealthCheckRequest in;
+    HealthCheckRequest in;
     const absl::Status decoded = wire::DecodeMessage(request_, &in);
     if (!decoded.ok()) {
       absl::MutexLock lock(&mu_);
-      FinishLocked(ToGrpc(decoded));
+      FinishLocked(ToGrpcStatus(decoded));
       return;
     }
     service_ = in.service();
@@ -127,11 +131,12 @@ class HealthService::Watch final : public grpc::ServerGenericBidiReactor {
       // The call is over (cancelled); OnCancel finishes it.
       return;
     }
-    if (ending_) {
+    // The last status goes out before the end.
+    if (pending_ != sent_) {
+      WriteLocked();
+    } else if (ending_) {
       FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                 "the server is shutting down"));
-    } else if (pending_ != sent_) {
-      WriteLocked();
     }
   }
 
@@ -179,8 +184,7 @@ HealthService::HealthService() { services_[""] = kServing; }
 
 HealthService::~HealthService() = default;
 
-void HealthService::SetServingStatus(const std::string& service,
-                                     bool serving) {
+void HealthService::SetServingStatus(const std::string& service, bool serving) {
   absl::MutexLock lock(&mu_);
   if (shut_down_) return;
   const Status status = serving ? kServing : kNotServing;

@@ -39,8 +39,12 @@ class HealthService {
  public:
   static constexpr char kServiceName[] = "grpc.health.v1.Health";
   // HealthCheckResponse.ServingStatus.
-  enum Status { kUnknown = 0, kServing = 1, kNotServing = 2,
-                kServiceUnknown = 3 };
+  enum Status {
+    kUnknown = 0,
+    kServing = 1,
+    kNotServing = 2,
+    kServiceUnknown = 3
+  };
 
   HealthService();
   ~HealthService();  // after the server has stopped: no call is open
@@ -63,7 +67,6 @@ class HealthService {
  private:
   class Check;
   class Watch;
-  friend class Watch;
 
   // Sends `watch` its service's status, then each change of it; false
   // after Shutdown().

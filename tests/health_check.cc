@@ -29,8 +29,22 @@ int HealthCheck(const std::string& address,
   while (cq.Next(&tag, &ok)) {
   }
   if (!status.ok()) return -static_cast<int>(status.error_code());
+  return HealthStatus(reply);
+}
+
+grpc::ByteBuffer HealthRequest(const std::string& service) {
+  // Field 1, length-delimited.
+  const std::string bytes =
+      service.empty() ? std::string()
+                      : std::string(1, '\x0a') +
+                            static_cast<char>(service.size()) + service;
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+int HealthStatus(const grpc::ByteBuffer& response) {
   std::vector<grpc::Slice> slices;
-  if (!reply.Dump(&slices).ok()) return 0;
+  if (!response.Dump(&slices).ok()) return 0;
   std::string bytes;
   for (const grpc::Slice& s : slices) {
     bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());

@@ -20,6 +20,12 @@ int HealthCheck(const std::string& address,
                 std::shared_ptr<grpc::ChannelCredentials> credentials =
                     grpc::InsecureChannelCredentials());
 
+// A HealthCheckRequest naming `service` (under 128 bytes).
+grpc::ByteBuffer HealthRequest(const std::string& service);
+// The status of a HealthCheckResponse; 0 when the bytes are not one (or
+// say UNKNOWN).
+int HealthStatus(const grpc::ByteBuffer& response);
+
 }  // namespace gemm::testing
 
 #endif  // GEMM_TESTS_HEALTH_CHECK_H_

@@ -283,7 +283,8 @@ std::string HpackInt(uint64_t value, int prefix_bits) {
 // HTTP/2 rapid reset on one connection to 127.0.0.1:`port`: `calls` calls
 // of `path` opened (HEADERS, as gRPC's clients send them) and reset at once
 // (RST_STREAM CANCEL), in writes of 100 pairs. Returns true when the server
-// closed the connection within 10 s of the last write.
+// closed the connection within 10 s of the last write (false when it could
+// not connect).
 bool ResetCalls(int port, const std::string& path, int calls) {
   constexpr uint8_t kHeaders = 0x1, kRstStream = 0x3, kSettings = 0x4;
   constexpr uint8_t kEndHeaders = 0x4;
@@ -295,7 +296,7 @@ bool ResetCalls(int port, const std::string& path, int calls) {
       std::string("\x00\x02te\x08trailers", 13);
   const std::string cancel("\0\0\0\x08", 4);
   std::vector<int> connection = ConnectMany(port, 1);
-  if (connection.empty()) return true;
+  if (connection.empty()) return false;
   const int fd = connection[0];
   std::string out = std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") +
                     Http2Frame(kSettings, 0, 0, "");
@@ -328,25 +329,43 @@ bool ResetCalls(int port, const std::string& path, int calls) {
 }
 
 // A rapid reset of calls that no reactor of the service reads (Info, the
-// region calls, the health check, an unknown method) went uncounted: gRPC
-// ends such a call without the service seeing it when it is reset before
-// its request arrives. Now the early-cancel guard counts every method's.
+// region calls, the health check, an unknown method, and with --token-file
+// any call of a caller without a token) went uncounted: gRPC ends such a
+// call without the service seeing it when it is reset before its request
+// arrives, or the service refused it unread. Now the early-cancel guard
+// counts every method's.
 TEST(ConnectionTest, ARapidResetOfAnyMethodIsShutOut) {
-  for (const std::string path :
-       {"/gemm.v1.GemmService/Info", "/gemm.v1.GemmService/ListRegions",
-        "/grpc.health.v1.Health/Check", "/gemm.v1.GemmService/NoSuchMethod",
-        "/gemm.v1.GemmService/GemmStream"}) {
-    SCOPED_TRACE(path);
-    ServerProcess server({"--listen", "[::]:0", "--max-client-early-cancels",
-                          "50", "--shut-out-s", "60"});
+  const std::string tokens = FreshTestFile("rapid-reset.tokens");
+  std::ofstream(tokens) << "alice " << std::string(32, 'a') << "\n";
+  const std::vector<std::string> with_tokens = {"--token-file", tokens};
+  for (const auto& [path, extra] :
+       std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"/gemm.v1.GemmService/Info", {}},
+           {"/gemm.v1.GemmService/ListRegions", {}},
+           {"/grpc.health.v1.Health/Check", {}},
+           {"/gemm.v1.GemmService/NoSuchMethod", {}},
+           {"/gemm.v1.GemmService/GemmStream", {}},
+           {"/gemm.v1.GemmService/Gemm", with_tokens},
+           {"/gemm.v1.GemmService/GemmStream", with_tokens}}) {
+    SCOPED_TRACE(path + (extra.empty() ? "" : " with --token-file"));
+    std::vector<std::string> flags = {
+        "--listen", "[::]:0",       "--max-client-early-cancels",
+        "50",       "--shut-out-s", "60"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    ServerProcess server(flags);
     ASSERT_TRUE(server.Start().ok());
     EXPECT_TRUE(ResetCalls(server.port(), path, 2000))
         << "the connection stayed open\n"
         << server.Log();
     // Shut out: a new connection from the same address is refused;
-    // another client is served.
-    EXPECT_FALSE(CallInfo(server.address()).ok());
-    EXPECT_TRUE(CallInfo(server.address_v6()).ok());
+    // another client is served (Info says UNAUTHENTICATED without a token:
+    // an answer all the same).
+    EXPECT_EQ(CallInfo(server.address()).error_code(),
+              grpc::StatusCode::UNAVAILABLE);
+    const grpc::StatusCode other = CallInfo(server.address_v6()).error_code();
+    EXPECT_TRUE(other == grpc::StatusCode::OK ||
+                other == grpc::StatusCode::UNAUTHENTICATED)
+        << other;
     EXPECT_NE(server.Log().find("rapid reset"), std::string::npos)
         << server.Log();
     EXPECT_EQ(server.Stop(SIGTERM), 0);

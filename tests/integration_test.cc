@@ -36,6 +36,8 @@ namespace {
 using client::GemmArgs;
 using client::GemmClient;
 using testing::HealthCheck;
+using testing::HealthRequest;
+using testing::HealthStatus;
 using testing::ServerProcess;
 using testing::TestJob;
 
@@ -810,27 +812,6 @@ TEST(ShutdownTest, HealthIsNotServingDuringTheDrainDelayWhileJobsStillRun) {
   EXPECT_EQ(server.Wait(15), 0);
   EXPECT_NE(LastLine(server.Log()).find("shut down cleanly"), std::string::npos)
       << server.Log();
-}
-
-// A HealthCheckRequest naming `service` (field 1), and the status of a
-// HealthCheckResponse (field 1; 0 when the bytes are not one).
-grpc::ByteBuffer HealthRequest(const std::string& service) {
-  const std::string bytes =
-      service.empty() ? std::string()
-                      : std::string(1, '\x0a') +
-                            static_cast<char>(service.size()) + service;
-  grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
-}
-int HealthStatus(const grpc::ByteBuffer& response) {
-  std::vector<grpc::Slice> slices;
-  std::string bytes;
-  if (response.Dump(&slices).ok()) {
-    for (const grpc::Slice& s : slices) {
-      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-    }
-  }
-  return bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : 0;
 }
 
 // grpc.health.v1 is the server's own (server/health_service.h): Check
