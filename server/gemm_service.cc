@@ -345,19 +345,45 @@ class GemmServiceImpl::UnaryGemmCall final
 };
 
 // A unary call other than Gemm (Info, the region calls), served as a stream
-// of the generic API: reads its one request message, hands it to its
-// method, and ends as a unary call does once the method answers. It lives
-// until gRPC is done with it (OnDone), which is after the answer.
+// of the generic API: reads its one request message in its client's turn
+// (UnaryReadGate, as Gemm's: a request may be as large as any), hands it
+// to its method, and ends as a unary call does once the method answers. It
+// lives until gRPC is done with it (OnDone), which is after the answer.
 class GemmServiceImpl::SmallUnaryCall final
-    : public grpc::ServerGenericBidiReactor {
+    : public grpc::ServerGenericBidiReactor,
+      public UnaryReadGate::Waiter {
  public:
   SmallUnaryCall(GemmServiceImpl* service, grpc::CallbackServerContext* context,
-                 Serve serve)
-      : service_(service), context_(context), serve_(serve) {
-    StartRead(&request_);
+                 std::string client, Serve serve)
+      : service_(service),
+        context_(context),
+        client_(std::move(client)),
+        serve_(serve) {}
+
+  // Takes a turn, or waits for one; after construction, since the read may
+  // start at once.
+  void Begin() {
+    const absl::Status status = service_->read_gate_.Enter(client_, this);
+    if (!status.ok()) Finish(ToGrpcStatus(status));
+  }
+
+  void StartReading() override { StartRead(&request_); }
+  void Refuse(const absl::Status& status) override {
+    Finish(ToGrpcStatus(status));
+  }
+
+  void OnCancel() override {
+    // A call still waiting for its turn ends here.
+    if (service_->read_gate_.Withdraw(client_, this)) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                          "the call ended while waiting for its request to "
+                          "be read"));
+    }
   }
 
   void OnReadDone(bool ok) override {
+    // The turn goes to the client's next call whatever came of this one.
+    service_->read_gate_.Leave(client_);
     if (!ok) {
       // The caller half-closed without a message (it gets this status),
       // or the call is over (gRPC has answered it).
@@ -383,6 +409,7 @@ class GemmServiceImpl::SmallUnaryCall final
  private:
   GemmServiceImpl* const service_;
   grpc::CallbackServerContext* const context_;
+  const std::string client_;
   const Serve serve_;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
@@ -400,14 +427,22 @@ grpc::ServerGenericBidiReactor* GemmServiceImpl::UnaryCalls::CreateReactor(
   };
   if (context->method() != kGemmMethod) {
     if (service_->options_.health != nullptr) {
-      if (auto* reactor = service_->options_.health->CreateReactor(context)) {
+      if (auto* reactor = service_->options_.health->CreateReactor(
+              context, &service_->read_gate_)) {
         return reactor;
       }
     }
     for (const auto& [method, serve] : kSmallCalls) {
-      if (context->method() == method) {
-        return new SmallUnaryCall(service_, context, serve);
+      if (context->method() != method) continue;
+      // Refused before anything is read, as Gemm is.
+      absl::StatusOr<std::string> client = service_->Identify(*context);
+      if (!client.ok()) {
+        return new RefusedStream(ToGrpcStatus(client.status()));
       }
+      auto* call =
+          new SmallUnaryCall(service_, context, *std::move(client), serve);
+      call->Begin();
+      return call;
     }
     return new RefusedStream(grpc::Status(
         grpc::StatusCode::UNIMPLEMENTED,

@@ -5,6 +5,7 @@
 
 #include "proto/grpc/health/v1/health.pb.h"
 #include "proto/wire_codec.h"
+#include "server/client_identity.h"
 #include "server/grpc_status.h"
 
 namespace gemm::server {
@@ -26,41 +27,93 @@ grpc::ByteBuffer Encode(HealthService::Status status) {
 
 }  // namespace
 
-// One Check call: reads the request, answers the service's status.
-class HealthService::Check final : public grpc::ServerGenericBidiReactor {
+// A health call's reading of its one request: in its client's turn at the
+// gate when there is one (UnaryReadGate). Subclasses take the request's
+// service in OnRequest, and end the call, once, in FinishOnce.
+class HealthService::Call : public grpc::ServerGenericBidiReactor,
+                            public UnaryReadGate::Waiter {
  public:
-  explicit Check(const HealthService* health) : health_(health) {
-    StartRead(&request_);
+  Call(UnaryReadGate* gate, std::string client)
+      : gate_(gate), client_(std::move(client)) {}
+
+  // Takes a turn, or waits for one; after construction, since the read may
+  // start at once.
+  void Begin() {
+    if (gate_ == nullptr) {
+      StartReading();
+      return;
+    }
+    const absl::Status status = gate_->Enter(client_, this);
+    if (!status.ok()) FinishOnce(ToGrpcStatus(status));
   }
 
-  void OnReadDone(bool ok) override {
+  void StartReading() final { StartRead(&request_); }
+  void Refuse(const absl::Status& status) final {
+    FinishOnce(ToGrpcStatus(status));
+  }
+
+  void OnReadDone(bool ok) final {
+    // The turn goes to the client's next call whatever came of this one.
+    if (gate_ != nullptr) gate_->Leave(client_);
     if (!ok) {
-      Finish(
+      FinishOnce(
           grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, kNoRequestMessage));
       return;
     }
     HealthCheckRequest in;
     const absl::Status decoded = wire::DecodeMessage(request_, &in);
     if (!decoded.ok()) {
-      Finish(ToGrpcStatus(decoded));
+      FinishOnce(ToGrpcStatus(decoded));
       return;
     }
-    const Status status = health_->StatusOf(in.service());
+    OnRequest(in.service());
+  }
+
+  void OnCancel() override {
+    // A call still waiting for its turn ends here; one being read ends in
+    // OnReadDone.
+    if (gate_ != nullptr && gate_->Withdraw(client_, this)) {
+      FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED,
+                              "the call ended while waiting for its request "
+                              "to be read"));
+    }
+  }
+
+ protected:
+  virtual void OnRequest(const std::string& service) = 0;
+  virtual void FinishOnce(const grpc::Status& status) = 0;
+
+ private:
+  UnaryReadGate* const gate_;
+  const std::string client_;
+  grpc::ByteBuffer request_;
+};
+
+// One Check call: answers the service's status.
+class HealthService::Check final : public HealthService::Call {
+ public:
+  Check(const HealthService* health, UnaryReadGate* gate, std::string client)
+      : Call(gate, std::move(client)), health_(health) {}
+
+  void OnDone() override { delete this; }
+
+ private:
+  void OnRequest(const std::string& service) override {
+    const Status status = health_->StatusOf(service);
     if (status == kServiceUnknown) {
       Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          "no health status for service \"" + in.service() +
+                          "no health status for service \"" + service +
                               "\" (the server's is \"\")"));
       return;
     }
     response_ = Encode(status);
     StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
   }
+  // Its paths to an end exclude one another: a refusal, a cancel while
+  // waiting, a failed read, or the answer.
+  void FinishOnce(const grpc::Status& status) override { Finish(status); }
 
-  void OnDone() override { delete this; }
-
- private:
   const HealthService* const health_;
-  grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
 };
 
@@ -73,11 +126,10 @@ class HealthService::Check final : public grpc::ServerGenericBidiReactor {
 // Finish of a cancel. gRPC 1.51 runs no reaction of a non-default reactor
 // inline, so none comes back into the lock; the service's lock is always
 // taken before a watch's.
-class HealthService::Watch final : public grpc::ServerGenericBidiReactor {
+class HealthService::Watch final : public HealthService::Call {
  public:
-  explicit Watch(HealthService* health) : health_(health) {
-    StartRead(&request_);
-  }
+  Watch(HealthService* health, UnaryReadGate* gate, std::string client)
+      : Call(gate, std::move(client)), health_(health) {}
 
   const std::string& service() const { return service_; }
 
@@ -100,21 +152,8 @@ class HealthService::Watch final : public grpc::ServerGenericBidiReactor {
                                 "the server is shutting down"));
   }
 
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      absl::MutexLock lock(&mu_);
-      FinishLocked(
-          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, kNoRequestMessage));
-      return;
-    }
-    HealthCheckRequest in;
-    const absl::Status decoded = wire::DecodeMessage(request_, &in);
-    if (!decoded.ok()) {
-      absl::MutexLock lock(&mu_);
-      FinishLocked(ToGrpcStatus(decoded));
-      return;
-    }
-    service_ = in.service();
+  void OnRequest(const std::string& service) override {
+    service_ = service;
     watching_ = health_->AddWatch(this);
     if (!watching_) {
       absl::MutexLock lock(&mu_);
@@ -141,8 +180,14 @@ class HealthService::Watch final : public grpc::ServerGenericBidiReactor {
   }
 
   void OnCancel() override {
+    Call::OnCancel();
     absl::MutexLock lock(&mu_);
     FinishLocked(grpc::Status::CANCELLED);
+  }
+
+  void FinishOnce(const grpc::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(status);
   }
 
   void OnDone() override {
@@ -166,7 +211,6 @@ class HealthService::Watch final : public grpc::ServerGenericBidiReactor {
   }
 
   HealthService* const health_;
-  grpc::ByteBuffer request_;
   std::string service_;
   // Set once AddWatch succeeded; read in OnDone, after every callback.
   bool watching_ = false;
@@ -238,10 +282,18 @@ void HealthService::RemoveWatch(Watch* watch) {
 }
 
 grpc::ServerGenericBidiReactor* HealthService::CreateReactor(
-    grpc::GenericCallbackServerContext* context) {
-  if (context->method() == kCheckMethod) return new Check(this);
-  if (context->method() == kWatchMethod) return new Watch(this);
-  return nullptr;
+    grpc::GenericCallbackServerContext* context, UnaryReadGate* gate) {
+  Call* call = nullptr;
+  // By address: health asks for no token.
+  if (context->method() == kCheckMethod) {
+    call = new Check(this, gate, ClientIdentityOfPeer(context->peer()));
+  } else if (context->method() == kWatchMethod) {
+    call = new Watch(this, gate, ClientIdentityOfPeer(context->peer()));
+  } else {
+    return nullptr;
+  }
+  call->Begin();
+  return call;
 }
 
 }  // namespace gemm::server

@@ -11,7 +11,10 @@
 // NOT_FOUND for another; Watch sends the status at once (SERVICE_UNKNOWN
 // for an unknown service) and again at each change, until its client ends
 // it or Shutdown(). Both decode their request as protobuf does: a request
-// that is not a HealthCheckRequest gets INVALID_ARGUMENT.
+// that is not a HealthCheckRequest gets INVALID_ARGUMENT. Given a
+// UnaryReadGate, each reads its request in its client's turn (the caller's
+// address: health asks for no token), as the service's unary calls do, so
+// that large requests cannot fill gRPC's buffers.
 //
 // Thread-safety: thread-safe.
 //
@@ -32,6 +35,7 @@
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/support/server_callback.h"
+#include "server/unary_read_gate.h"
 
 namespace gemm::server {
 
@@ -57,14 +61,18 @@ class HealthService {
   // (UNAVAILABLE), so that a server shutting down does not wait for them.
   void Shutdown();
 
-  // A reactor for a call of Check or Watch; nullptr for another method.
+  // A reactor for a call of Check or Watch, reading in its turn at `gate`
+  // (nullptr: at once); nullptr for another method. `gate` must outlive
+  // the call.
   grpc::ServerGenericBidiReactor* CreateReactor(
-      grpc::GenericCallbackServerContext* context);
+      grpc::GenericCallbackServerContext* context,
+      UnaryReadGate* gate = nullptr);
 
   // The status Check would answer for `service`, or kServiceUnknown.
   Status StatusOf(const std::string& service) const;
 
  private:
+  class Call;
   class Check;
   class Watch;
 

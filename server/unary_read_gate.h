@@ -8,7 +8,10 @@
 // more than their stream's initial window, and a client that announces
 // large messages and never finishes them holds its own turns only.
 //
-// A client is its identity (call_auth.h, client_identity.h).
+// A client is its identity (call_auth.h, client_identity.h); the health
+// service's callers, who need no token, are their addresses. Every unary
+// method's requests go through one gate: Gemm's, Info's, the region
+// calls' and the health check's.
 //
 // Thread-safety: thread-safe. The callbacks of a Waiter run outside the
 // gate's lock, on the thread that calls Enter, Leave or RefuseAll.

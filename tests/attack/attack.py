@@ -102,6 +102,7 @@ PARAMS = {
         "connections": (8, 16, "connections the calls are spread over"),
         "parallel": (False, False, "send a connection's calls at once "
                      "(false: one after another)"),
+        "path": (GEMM_PATH, GEMM_PATH, "the unary method called"),
     },
     "big-unary-unread": {
         "dim": (1024, 2048, "M = N = K of each job"),
@@ -802,7 +803,7 @@ async def attack_partial_unary(ctx):
     async def one_call(conn):
         if ctx.stop.is_set() or conn.closed:
             return
-        st = conn.open_stream(GEMM_PATH)
+        st = conn.open_stream(p["path"])
         calls.append(st)
         try:
             n = await conn.send_data(
