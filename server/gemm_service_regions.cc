@@ -1,6 +1,6 @@
 // GemmServiceImpl's shared-memory region calls (region_registry.h):
 // RegisterRegion, UnregisterRegion and ListRegions. The rest of the
-// service is in gemm_service.cc.
+// service is in gemm_service.cc and gemm_service_calls.cc.
 #include <string>
 #include <utility>
 
