@@ -30,9 +30,14 @@ absl::Status ClientShare::Take(uint64_t bytes) {
   return absl::OkStatus();
 }
 
-void ClientShare::Give(uint64_t bytes) {
+void ClientShare::Give(uint64_t bytes, bool with_job) {
   absl::MutexLock lock(&mu_);
   bytes_ -= std::min(bytes, bytes_);
+  if (with_job && jobs_ > 0) --jobs_;
+}
+
+void ClientShare::GiveJob() {
+  absl::MutexLock lock(&mu_);
   if (jobs_ > 0) --jobs_;
 }
 

@@ -1,9 +1,12 @@
 // ClientShares: each client's part of what the server holds for it, so that
 // one client running at its limit leaves room for the others. A client is
 // its address (client_identity.h). Its share counts the bytes of its jobs
-// in flight (the in-flight budget's bytes) and the jobs themselves, from
-// the moment a job is declared until its answer has been sent (results
-// waiting to be read count).
+// in flight (the in-flight budget's bytes), from the moment a job is
+// declared until gRPC has sent its answer (results waiting to be read
+// count), and the jobs themselves, from the moment a job is declared until
+// its answer is handed to gRPC (results waiting behind others on a stream
+// count): a client that makes its next call once answered finds its last
+// job gone from its share.
 //
 // Thread-safety: thread-safe.
 //
@@ -32,8 +35,11 @@ class ClientShare {
   // Takes `bytes` and one job; UNAVAILABLE, naming the share, when either
   // would pass its limit (the client must wait for its own jobs).
   absl::Status Take(uint64_t bytes);
-  // Gives back what one Take(`bytes`) took.
-  void Give(uint64_t bytes);
+  // Gives back what one Take(`bytes`) took: its bytes, and its job unless
+  // GiveJob() gave that back already (`with_job` false).
+  void Give(uint64_t bytes, bool with_job = true);
+  // Gives back one Take()'s job alone, its bytes still held.
+  void GiveJob();
 
   const std::string& client() const { return client_; }
   uint64_t bytes() const;

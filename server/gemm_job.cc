@@ -18,14 +18,16 @@ bool JobSpec::SameBatchAs(const JobSpec& other) const {
 InflightBudget::Reservation& InflightBudget::Reservation::operator=(
     Reservation&& other) noexcept {
   if (this != &other) {
-    if (share_ != nullptr) share_->Give(bytes_);
+    if (share_ != nullptr) share_->Give(bytes_, holds_job_);
     if (budget_ != nullptr) budget_->Release(bytes_);
     budget_ = other.budget_;
     bytes_ = other.bytes_;
     share_ = std::move(other.share_);
+    holds_job_ = other.holds_job_;
     other.budget_ = nullptr;
     other.bytes_ = 0;
     other.share_ = nullptr;
+    other.holds_job_ = false;
   }
   return *this;
 }
@@ -35,14 +37,26 @@ const std::string& InflightBudget::Reservation::client() const {
   return share_ != nullptr ? share_->client() : *kNone;
 }
 
+void InflightBudget::Reservation::ReleaseJob() {
+  if (share_ == nullptr || !holds_job_) return;
+  holds_job_ = false;
+  share_->GiveJob();
+  // A stream waiting for its client's share may go on.
+  if (budget_ != nullptr) budget_->Notify();
+}
+
 InflightBudget::Reservation::~Reservation() {
   // The client's share first: a stream woken by the release finds it free.
-  if (share_ != nullptr) share_->Give(bytes_);
+  if (share_ != nullptr) share_->Give(bytes_, holds_job_);
   if (budget_ != nullptr) budget_->Release(bytes_);
 }
 
 void InflightBudget::Release(uint64_t bytes) {
   used_.fetch_sub(bytes);
+  Notify();
+}
+
+void InflightBudget::Notify() {
   if (on_release_) on_release_();
 }
 

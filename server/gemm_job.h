@@ -100,18 +100,27 @@ class InflightBudget {
     Reservation() = default;
     Reservation(InflightBudget* budget, uint64_t bytes,
                 std::shared_ptr<ClientShare> share = nullptr)
-        : budget_(budget), bytes_(bytes), share_(std::move(share)) {}
+        : budget_(budget),
+          bytes_(bytes),
+          share_(std::move(share)),
+          holds_job_(share_ != nullptr) {}
     Reservation(Reservation&& other) noexcept { *this = std::move(other); }
     Reservation& operator=(Reservation&& other) noexcept;
     ~Reservation();
     uint64_t bytes() const { return bytes_; }
     // The claiming client; empty when the claim names none.
     const std::string& client() const;
+    // Gives the claim's job back to the client's share now, its bytes when
+    // destroyed (ClientShare::GiveJob); once, and not concurrently with
+    // itself.
+    void ReleaseJob();
 
    private:
     InflightBudget* budget_ = nullptr;
     uint64_t bytes_ = 0;
     std::shared_ptr<ClientShare> share_;
+    // The share still counts the claim's job.
+    bool holds_job_ = false;
   };
 
   // UNAVAILABLE when `bytes` more would exceed the limit right now, or
@@ -123,6 +132,8 @@ class InflightBudget {
 
  private:
   void Release(uint64_t bytes);
+  // Runs on_release_: room may have freed up outside the budget (a share).
+  void Notify();
 
   const uint64_t limit_;
   const std::function<void()> on_release_;
@@ -214,6 +225,11 @@ class GemmJob {
   // none.
   const std::string& client() const { return reservation_.client(); }
   const std::string& kernel() const { return spec_.kernel; }
+  // The job's answer is being handed to gRPC: its client's share stops
+  // counting it as a job (its bytes count until the job is gone), so that
+  // the client's next call, made once it has the answer, never finds it
+  // there. Once, by the call that answers.
+  void ReleaseJobShare() { reservation_.ReleaseJob(); }
 
   // A and B in host memory: the job's storage or a system region; nullptr
   // when the operand is in device memory (a_device(), b_device()).

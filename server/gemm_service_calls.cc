@@ -343,6 +343,8 @@ void GemmServiceImpl::AdmitUnary(UnaryGemmCall* call) {
           intake_.counts().CountDelivered(done);
         }
       }
+      // The caller may make its next call as soon as it has the answer.
+      done.ReleaseJobShare();
       call->Answer(status, std::move(response));
     };
     return intake_.Submit(job, admitted, std::move(answer));

@@ -78,6 +78,9 @@ grpc::ByteBuffer StreamOutbox::Next() {
   message.set_job_id(out.job_id);
   v1::JobEnd* end = message.mutable_end();
   if (out.job != nullptr) {
+    // The job's last message: the client may send its next job as soon
+    // as it has it.
+    out.job->ReleaseJobShare();
     end->set_code(0);
     FillTiming(*out.job, end->mutable_timing());
     if (out.inline_result && !out.job->result_in_region()) {

@@ -563,10 +563,8 @@ TEST(ClientShareTest, UnaryRequestsAreReadAFewAtATimePerClient) {
               std::string::npos)
         << status.error_message();
   }
-  // Another client is read and served meanwhile: two jobs, its share (a
-  // job holds it until gRPC has sent its result, which may be after the
-  // client has it, so a third could find the share still full).
-  EXPECT_EQ(VictimJobs(server.address_v6(), 2), 2);
+  // Another client is read and served meanwhile, one call at a time.
+  EXPECT_EQ(VictimJobs(server.address_v6(), 5), 5);
   // A waiting call's request arrives, but is read only when the turn comes
   // to it: when the call holding it ends.
   ASSERT_TRUE(first.Write(wire::EncodeMessage(Request(64, 64, 64))));
@@ -746,6 +744,52 @@ TEST(ClientShareTest, OpenJobsArePerStreamAndPerClientBounded) {
       << server.Log();
   first_context.TryCancel();
   second_context.TryCancel();
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+// A job held its client's job share until gRPC let go of its result's
+// bytes, which may be after the client has the result: a client making one
+// call at a time at exactly --max-client-jobs was now and then refused for
+// the job it had just been answered. A job leaves the count as its answer
+// is handed to gRPC (its bytes stay counted until sent).
+TEST(ClientShareTest, OneCallAtATimeAtTheJobShareIsNeverRefused) {
+  ServerProcess server({"--listen", "[::]:0", "--max-client-jobs", "1"});
+  ASSERT_TRUE(server.Start().ok());
+  auto stub = v1::GemmService::NewStub(grpc::CreateChannel(
+      server.address(), grpc::InsecureChannelCredentials()));
+  std::map<std::string, int> refused;
+  for (int i = 0; i < 400; ++i) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(5));
+    v1::GemmResponse response;
+    const grpc::Status status =
+        stub->Gemm(&context, Request(96, 96, 4), &response);
+    if (!status.ok()) ++refused["unary: " + status.error_message()];
+  }
+  // On a stream, a result in chunks: gRPC may hold the chunks (and with
+  // them the job) after the client has the job's end.
+  grpc::ClientContext context;
+  auto stream = stub->GemmStream(&context);
+  for (uint64_t id = 1; id <= 400; ++id) {
+    v1::StreamRequest request;
+    request.set_job_id(id);
+    *request.mutable_job() = Request(96, 96, 4);
+    ASSERT_TRUE(stream->Write(request));
+    v1::StreamResponse response;
+    do {
+      ASSERT_TRUE(stream->Read(&response)) << "job " << id;
+    } while (!response.has_end());
+    ASSERT_EQ(response.job_id(), id);
+    if (response.end().code() != 0) {
+      ++refused["stream: " + response.end().message()];
+    }
+  }
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+  for (const auto& [why, count] : refused) {
+    ADD_FAILURE() << count << " refused: " << why;
+  }
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
