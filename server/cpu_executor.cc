@@ -64,15 +64,8 @@ void CpuExecutor::Sgemm(GemmJob& job) {
     return;
   }
   if (IsLight(s)) {
-    {
-      absl::MutexLock turn(&turn_mu_);
-      ++light_waiting_;
-    }
+    TurnQueue::Turn turn(&turns_);
     absl::MutexLock lock(&mu_);
-    {
-      absl::MutexLock turn(&turn_mu_);
-      --light_waiting_;
-    }
     SgemmTile(job, {0, s.m}, {0, s.n}, {0, s.k});
     return;
   }
@@ -85,9 +78,8 @@ void CpuExecutor::Sgemm(GemmJob& job) {
       const uint32_t cols = std::min(kTileSide, s.n - col);
       const uint32_t step = StepDepth(rows, cols, s.k);
       for (uint32_t depth = 0; depth < s.k; depth += step) {
-        turn_mu_.LockWhen(absl::Condition(
-            +[](int* waiting) { return *waiting == 0; }, &light_waiting_));
-        turn_mu_.Unlock();
+        // Light jobs that asked during the last step go first.
+        TurnQueue::Turn turn(&turns_);
         absl::MutexLock lock(&mu_);
         SgemmTile(job, {row, rows}, {col, cols},
                   {depth, std::min(step, s.k - depth)});

@@ -8,7 +8,11 @@
 //
 // Light jobs (IsLight: under 512^3, C of 1 MiB at most) run whole. Heavy
 // ones run tile by tile of C, each tile in steps over K, each step a GEMM
-// of its own, and a light job that waits runs before the next step; a heavy C
+// of its own. GEMMs take turns at OpenBLAS in the order they ask, and a
+// heavy job asks again for each step: a light job that arrives during a
+// step runs before the next one, and light jobs back to back from several
+// workers cannot hold a heavy job's next step back for longer than the
+// light jobs ahead of it; a heavy C
 // that is not read is zeroed first, outside OpenBLAS's turns. K = 0 (C = beta *
 // C) needs no OpenBLAS and takes no turn. With a light worker in front
 // (BatchScheduler::Options::light_workers), one client's 4096^3 GEMM, or
@@ -38,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/executor.h"
+#include "server/turn_queue.h"
 
 namespace gemm::server {
 
@@ -79,8 +84,8 @@ class CpuExecutor final : public Executor {
   // One job: its GEMM, and its check when it asks for one. Fails only
   // with DATA_LOSS (both runs failed the check).
   absl::Status Run(GemmJob& job);
-  // The job's GEMM: whole when it is light, else tile by tile, letting
-  // waiting light jobs go first before each tile.
+  // The job's GEMM: whole when it is light, else tile by tile, step by
+  // step, asking for a turn for each step.
   void Sgemm(GemmJob& job);
   // A range of rows, columns or K.
   struct Span {
@@ -100,11 +105,11 @@ class CpuExecutor final : public Executor {
   // which costs speed only.
   const int full_threads_;
   int current_threads_ ABSL_GUARDED_BY(mu_);
-  // Held for each OpenBLAS call: one GEMM (a light job, or a tile) at a time.
+  // Held for each OpenBLAS call: one GEMM (a light job, or a step of a
+  // heavy one) at a time, taken in a Turn.
   absl::Mutex mu_;
-  // Light jobs waiting for mu_; a tile waits until there are none.
-  absl::Mutex turn_mu_;
-  int light_waiting_ ABSL_GUARDED_BY(turn_mu_) = 0;
+  // Turns at mu_, in the order asked for (a light job, or each step).
+  TurnQueue turns_;
   ResultCorrupter corrupter_;
   std::atomic<uint64_t> check_mismatches_{0};
 };
