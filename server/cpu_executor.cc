@@ -54,13 +54,8 @@ void CpuExecutor::Sgemm(GemmJob& job) {
   const GemmProblem& s = job.problem();
   float* const c = job.c();
   if (s.k == 0) {
-    // C = beta * C needs no OpenBLAS, nor its turn (beta 0: zeros, whatever
-    // C held).
-    if (s.beta == 0.0f) {
-      std::fill_n(c, s.c_elements(), 0.0f);
-    } else {
-      for (uint64_t i = 0; i < s.c_elements(); ++i) c[i] *= s.beta;
-    }
+    // C = beta * C needs no OpenBLAS, nor its turn.
+    ScaleByBeta(c, s.c_elements(), s.beta);
     return;
   }
   if (IsLight(s)) {

@@ -47,11 +47,7 @@ absl::Status ScaleOnHost(GemmJob& job) {
       std::copy_n(job.c_in(), n, c);
     }
   }
-  if (beta == 0.0f) {
-    std::fill(c, c + n, 0.0f);
-  } else {
-    for (uint64_t i = 0; i < n; ++i) c[i] *= beta;
-  }
+  ScaleByBeta(c, n, beta);
   if (!staged.empty()) {
     RETURN_IF_ERROR(CudaStatus(
         cudaMemcpy(job.result_region().device, c, 4 * n, cudaMemcpyDefault),

@@ -1,5 +1,6 @@
 #include "server/gemm_job.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -13,6 +14,14 @@ bool JobSpec::SameBatchAs(const JobSpec& other) const {
          std::memcmp(&problem.alpha, &other.problem.alpha, sizeof(float)) ==
              0 &&
          std::memcmp(&problem.beta, &other.problem.beta, sizeof(float)) == 0;
+}
+
+void ScaleByBeta(float* c, uint64_t elements, float beta) {
+  if (beta == 0.0f) {
+    std::fill_n(c, elements, 0.0f);
+  } else {
+    for (uint64_t i = 0; i < elements; ++i) c[i] *= beta;
+  }
 }
 
 InflightBudget::Reservation& InflightBudget::Reservation::operator=(

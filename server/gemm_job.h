@@ -85,6 +85,10 @@ struct JobTiming {
   Precision precision = Precision::kFp32;
 };
 
+// C = beta * C over `elements` floats, the whole of a GEMM with K = 0:
+// beta 0 writes zeros whatever C held (NaN and Inf included, as BLAS does).
+void ScaleByBeta(float* c, uint64_t elements, float beta);
+
 // Counts the bytes of accepted, unfinished jobs against a limit. Thread-safe.
 class InflightBudget {
  public:

@@ -1,5 +1,8 @@
 #include "server/gemm_job.h"
 
+#include <limits>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace gemm::server {
@@ -43,6 +46,16 @@ TEST(InflightBudgetTest, ReservesUntilFullAndReleasesOnDestruction) {
     EXPECT_EQ(budget.used(), 100u) << "a move keeps the claim";
   }
   EXPECT_EQ(budget.used(), 0u);
+}
+
+TEST(ScaleByBetaTest, ZeroBetaOverwritesWhateverCHeldOtherwiseScales) {
+  std::vector<float> c = {std::numeric_limits<float>::quiet_NaN(),
+                          std::numeric_limits<float>::infinity(), -3.0f};
+  ScaleByBeta(c.data(), c.size(), 0.0f);
+  EXPECT_EQ(c, (std::vector<float>{0.0f, 0.0f, 0.0f}));
+  c = {2.0f, -4.0f, 0.5f};
+  ScaleByBeta(c.data(), c.size(), -0.5f);
+  EXPECT_EQ(c, (std::vector<float>{-1.0f, 2.0f, -0.25f}));
 }
 
 TEST(GemmJobTest, FinishRunsTheCallbackOnce) {
