@@ -59,6 +59,16 @@ inline void TuneProcess() {
 #endif
 }
 
+// Free memory at the top of a malloc heap beyond `bytes` is given back to
+// the system when a large block is freed into it (TuneProcess sets 1 GiB).
+// The threads' arenas give theirs back only this way: malloc_trim() does
+// not reach their tops.
+inline void SetMallocTrimThreshold(uint64_t bytes) {
+#ifdef M_TRIM_THRESHOLD
+  mallopt(M_TRIM_THRESHOLD, static_cast<int>(bytes));
+#endif
+}
+
 // At most `arenas` malloc arenas, the main one included. Call before
 // other threads start.
 inline void LimitMallocArenas(int arenas) {

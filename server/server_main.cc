@@ -326,10 +326,17 @@ int RunServerMain(int argc, char** argv,
                  "latency under many connections)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  int malloc_trim_threshold_mib = 1024;
+  app.add_option("--malloc-trim-threshold-mib", malloc_trim_threshold_mib,
+                 "free memory at the top of a malloc heap beyond this is "
+                 "given back to the system as large blocks are freed")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
   if (extensions.add_flags) extensions.add_flags(app);
   CLI11_PARSE(app, argc, argv);
   // Before the server starts its threads.
   if (malloc_arenas > 0) LimitMallocArenas(malloc_arenas);
+  SetMallocTrimThreshold(uint64_t(malloc_trim_threshold_mib) << 20);
   options.decorate_executor = extensions.decorate_executor;
 
   spdlog::set_level(spdlog::level::from_str(log_level));
