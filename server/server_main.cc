@@ -24,6 +24,17 @@
 namespace gemm::server {
 namespace {
 
+// glibc's trim threshold by backend (--malloc-trim-threshold-mib 0). On
+// CUDA, jobs live in pinned blocks and gRPC's buffers are what the heaps
+// hold: at 8 MiB the threads' arenas give back their tops after a
+// full-size attack (H200 host: 38-50 MiB kept over idle, against 156-176
+// at 1024), at 1-11% of 128^3 unary throughput and none on streams. On the
+// CPU, jobs' operands are heap blocks that a low threshold gives back and
+// faults in again per job: 1024^3 on two cores ran at 13 jobs/s against
+// 40-46 (docs/decisions.md 51).
+constexpr int kCudaTrimThresholdMib = 8;
+constexpr int kCpuTrimThresholdMib = 1024;
+
 // Writes `port` to `path` (when not empty) in one step: a reader sees the
 // whole number or no file.
 void WritePortFile(const std::string& path, int port) {
@@ -326,17 +337,18 @@ int RunServerMain(int argc, char** argv,
                  "latency under many connections)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  int malloc_trim_threshold_mib = 1024;
+  // 0: the backend's choice (kCudaTrimThresholdMib, kCpuTrimThresholdMib).
+  int malloc_trim_threshold_mib = 0;
   app.add_option("--malloc-trim-threshold-mib", malloc_trim_threshold_mib,
-                 "free memory at the top of a malloc heap beyond this is "
-                 "given back to the system as large blocks are freed")
+                 "free memory at the top of a malloc heap beyond this many "
+                 "MiB is given back to the system as large blocks are freed "
+                 "(0: the backend's choice, 8 on CUDA, 1024 on the CPU)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   if (extensions.add_flags) extensions.add_flags(app);
   CLI11_PARSE(app, argc, argv);
   // Before the server starts its threads.
   if (malloc_arenas > 0) LimitMallocArenas(malloc_arenas);
-  SetMallocTrimThreshold(uint64_t(malloc_trim_threshold_mib) << 20);
   options.decorate_executor = extensions.decorate_executor;
 
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -398,6 +410,12 @@ int RunServerMain(int argc, char** argv,
     spdlog::critical("cannot start: {}", server.status().ToString());
     return 1;
   }
+  if (malloc_trim_threshold_mib == 0) {
+    malloc_trim_threshold_mib = (*server)->executor().backend() == "cuda"
+                                    ? kCudaTrimThresholdMib
+                                    : kCpuTrimThresholdMib;
+  }
+  SetMallocTrimThreshold(uint64_t(malloc_trim_threshold_mib) << 20);
   const auto devices = (*server)->executor().devices();
   spdlog::info(
       "gemm-server {} listening on port {} (backend {}, device {}; up to {} "
