@@ -31,7 +31,8 @@
 // server under 128^3 load had GraphCycles::GetId and SpinLock::SpinLoop
 // among its top symbols). Tests keep the check; the programs turn it off.
 //
-// Thread-safety: call once, before other threads start.
+// Thread-safety: call once, before other threads start
+// (SetMallocTrimThreshold excepted, as it says).
 //
 //   int main(int argc, char** argv) {
 //     gemm::TuneProcess();
@@ -42,6 +43,7 @@
 #include <malloc.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "absl/synchronization/mutex.h"
@@ -59,13 +61,17 @@ inline void TuneProcess() {
 #endif
 }
 
-// Free memory at the top of a malloc heap beyond `bytes` is given back to
-// the system when a large block is freed into it (TuneProcess sets 1 GiB).
-// The threads' arenas give theirs back only this way: malloc_trim() does
-// not reach their tops.
+// Free memory at the top of a malloc heap beyond `bytes` (at most 1 GiB)
+// is given back to the system when a large block is freed into it
+// (TuneProcess sets 1 GiB). The threads' arenas give theirs back only this
+// way: malloc_trim() does not reach their tops. Unlike the others here it
+// may be called once threads run (gemm-server knows its backend only
+// then): glibc sets the one word under the main arena's lock, and a
+// thread that reads it early trims by the old value once.
 inline void SetMallocTrimThreshold(uint64_t bytes) {
 #ifdef M_TRIM_THRESHOLD
-  mallopt(M_TRIM_THRESHOLD, static_cast<int>(bytes));
+  mallopt(M_TRIM_THRESHOLD,
+          static_cast<int>(std::min<uint64_t>(bytes, uint64_t{1} << 30)));
 #endif
 }
 

@@ -25,20 +25,29 @@ absl::Status ClientShare::Take(uint64_t bytes) {
         "is %d (--max-client-jobs); retry when its jobs finish",
         client_, jobs_, max_jobs_));
   }
+  if (max_jobs_ > 0 && answers_ >= max_jobs_ + kAnswersLag) {
+    return absl::UnavailableError(absl::StrFormat(
+        "client %s has %d answers not yet sent (results it has not read); "
+        "it may have %d (--max-client-jobs %d, plus %d); read them, or "
+        "retry later",
+        client_, answers_, max_jobs_ + kAnswersLag, max_jobs_, kAnswersLag));
+  }
   bytes_ += bytes;
   ++jobs_;
   return absl::OkStatus();
 }
 
-void ClientShare::Give(uint64_t bytes, bool with_job) {
+void ClientShare::Give(uint64_t bytes, bool answered) {
   absl::MutexLock lock(&mu_);
   bytes_ -= std::min(bytes, bytes_);
-  if (with_job && jobs_ > 0) --jobs_;
+  uint64_t& count = answered ? answers_ : jobs_;
+  if (count > 0) --count;
 }
 
-void ClientShare::GiveJob() {
+void ClientShare::Answered() {
   absl::MutexLock lock(&mu_);
   if (jobs_ > 0) --jobs_;
+  ++answers_;
 }
 
 uint64_t ClientShare::bytes() const {
@@ -49,6 +58,11 @@ uint64_t ClientShare::bytes() const {
 uint64_t ClientShare::jobs() const {
   absl::MutexLock lock(&mu_);
   return jobs_;
+}
+
+uint64_t ClientShare::answers() const {
+  absl::MutexLock lock(&mu_);
+  return answers_;
 }
 
 std::shared_ptr<ClientShare> ClientShares::ShareOf(const std::string& client) {

@@ -6,7 +6,11 @@
 // count), and the jobs themselves, from the moment a job is declared until
 // its answer is handed to gRPC (results waiting behind others on a stream
 // count): a client that makes its next call once answered finds its last
-// job gone from its share.
+// job gone from its share. Answers handed to gRPC and not yet let go of (a
+// unary call's result its client does not read) count apart, up to the job
+// limit plus kAnswersLag: a client whose answers wait unread is bounded
+// too, while one that calls again as soon as answered never meets it
+// (gRPC may hold a delivered answer for a while: two at once were seen).
 //
 // Thread-safety: thread-safe.
 //
@@ -32,18 +36,25 @@ class ClientShare {
   // A limit of 0 is no limit.
   ClientShare(std::string client, uint64_t max_bytes, uint64_t max_jobs);
 
+  // Answers not yet let go of that a client may hold beyond its job limit.
+  static constexpr uint64_t kAnswersLag = 64;
+
   // Takes `bytes` and one job; UNAVAILABLE, naming the share, when either
-  // would pass its limit (the client must wait for its own jobs).
+  // would pass its limit, or the answers not yet let go of are at theirs
+  // (the client must wait for its own jobs, or read its answers).
   absl::Status Take(uint64_t bytes);
-  // Gives back what one Take(`bytes`) took: its bytes, and its job unless
-  // GiveJob() gave that back already (`with_job` false).
-  void Give(uint64_t bytes, bool with_job = true);
-  // Gives back one Take()'s job alone, its bytes still held.
-  void GiveJob();
+  // Gives back what one Take(`bytes`) took: its bytes, and its job, or its
+  // answer once Answered() (`answered` true).
+  void Give(uint64_t bytes, bool answered = false);
+  // One Take()'s job has been answered: it counts as an answer not yet
+  // sent, its bytes still held, until Give(bytes, true).
+  void Answered();
 
   const std::string& client() const { return client_; }
   uint64_t bytes() const;
   uint64_t jobs() const;
+  // Answered jobs whose answers gRPC has not yet let go of.
+  uint64_t answers() const;
 
  private:
   const std::string client_;
@@ -52,6 +63,7 @@ class ClientShare {
   mutable absl::Mutex mu_;
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t jobs_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t answers_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 class ClientShares {

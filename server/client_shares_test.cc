@@ -67,19 +67,43 @@ TEST(ClientSharesTest, AClaimGivesItsJobBackWhenAnsweredAndItsBytesAtTheEnd) {
   first.ReleaseJob();
   EXPECT_EQ(notified, 1) << "a stream waiting for the share is woken";
   EXPECT_EQ(share->jobs(), 0u);
+  EXPECT_EQ(share->answers(), 1u);
   EXPECT_EQ(share->bytes(), 80u) << "the bytes stay until the claim ends";
   first.ReleaseJob();
   EXPECT_EQ(notified, 1) << "once only";
   ASSERT_TRUE(budget.Reserve(10, &second, share).ok());
   EXPECT_EQ(share->jobs(), 1u);
   {
-    // Ending the released claim (moved first) takes no job of another's.
+    // Ending the answered claim (moved first) takes no job of another's.
     InflightBudget::Reservation moved = std::move(first);
     first = InflightBudget::Reservation();
   }
   EXPECT_EQ(share->jobs(), 1u);
+  EXPECT_EQ(share->answers(), 0u);
   EXPECT_EQ(share->bytes(), 10u);
   EXPECT_EQ(budget.used(), 10u);
+}
+
+// Answers a client does not read stay bounded, at its job share plus
+// kAnswersLag, which a client calling again as soon as answered never
+// meets.
+TEST(ClientSharesTest, AnswersNotYetSentAreBoundedApartFromJobs) {
+  ClientShare share("a", 0, 2);
+  const uint64_t most = 2 + ClientShare::kAnswersLag;
+  for (uint64_t i = 0; i < most; ++i) {
+    ASSERT_TRUE(share.Take(1).ok()) << i;
+    share.Answered();
+  }
+  EXPECT_EQ(share.jobs(), 0u);
+  EXPECT_EQ(share.answers(), most);
+  const absl::Status unread = share.Take(1);
+  EXPECT_TRUE(absl::IsUnavailable(unread)) << unread;
+  EXPECT_NE(unread.message().find("66 answers not yet sent"), std::string::npos)
+      << unread;
+  share.Give(1, /*answered=*/true);
+  EXPECT_TRUE(share.Take(1).ok()) << "an answer sent makes room";
+  EXPECT_TRUE(share.Take(1).ok());
+  EXPECT_NE(share.Take(1).message().find("holds 2 jobs"), std::string::npos);
 }
 
 }  // namespace

@@ -27,7 +27,7 @@
 // batch go on.
 //
 // Thread-safety: thread-safe; concurrent Execute() calls take turns at
-// OpenBLAS, a tile or a light job at a time.
+// OpenBLAS, a step of a heavy job or a light job at a time.
 //
 //   ASSIGN_OR_RETURN(auto executor, CpuExecutor::Create({.threads = 4}));
 //   RETURN_IF_ERROR(executor->Execute(batch));

@@ -27,16 +27,16 @@ void ScaleByBeta(float* c, uint64_t elements, float beta) {
 InflightBudget::Reservation& InflightBudget::Reservation::operator=(
     Reservation&& other) noexcept {
   if (this != &other) {
-    if (share_ != nullptr) share_->Give(bytes_, holds_job_);
+    if (share_ != nullptr) share_->Give(bytes_, answered_);
     if (budget_ != nullptr) budget_->Release(bytes_);
     budget_ = other.budget_;
     bytes_ = other.bytes_;
     share_ = std::move(other.share_);
-    holds_job_ = other.holds_job_;
+    answered_ = other.answered_;
     other.budget_ = nullptr;
     other.bytes_ = 0;
     other.share_ = nullptr;
-    other.holds_job_ = false;
+    other.answered_ = false;
   }
   return *this;
 }
@@ -47,16 +47,16 @@ const std::string& InflightBudget::Reservation::client() const {
 }
 
 void InflightBudget::Reservation::ReleaseJob() {
-  if (share_ == nullptr || !holds_job_) return;
-  holds_job_ = false;
-  share_->GiveJob();
+  if (share_ == nullptr || answered_) return;
+  answered_ = true;
+  share_->Answered();
   // A stream waiting for its client's share may go on.
   if (budget_ != nullptr) budget_->Notify();
 }
 
 InflightBudget::Reservation::~Reservation() {
   // The client's share first: a stream woken by the release finds it free.
-  if (share_ != nullptr) share_->Give(bytes_, holds_job_);
+  if (share_ != nullptr) share_->Give(bytes_, answered_);
   if (budget_ != nullptr) budget_->Release(bytes_);
 }
 

@@ -92,8 +92,9 @@ void ScaleByBeta(float* c, uint64_t elements, float beta);
 // Counts the bytes of accepted, unfinished jobs against a limit. Thread-safe.
 class InflightBudget {
  public:
-  // `on_release` (may be empty) runs after bytes are given back, on the
-  // thread that gave them back.
+  // `on_release` (may be empty) runs after bytes are given back, or a
+  // claim's job (Reservation::ReleaseJob), on the thread that gave them
+  // back.
   explicit InflightBudget(uint64_t limit_bytes,
                           std::function<void()> on_release = nullptr)
       : limit_(limit_bytes), on_release_(std::move(on_release)) {}
@@ -104,27 +105,25 @@ class InflightBudget {
     Reservation() = default;
     Reservation(InflightBudget* budget, uint64_t bytes,
                 std::shared_ptr<ClientShare> share = nullptr)
-        : budget_(budget),
-          bytes_(bytes),
-          share_(std::move(share)),
-          holds_job_(share_ != nullptr) {}
+        : budget_(budget), bytes_(bytes), share_(std::move(share)) {}
     Reservation(Reservation&& other) noexcept { *this = std::move(other); }
     Reservation& operator=(Reservation&& other) noexcept;
     ~Reservation();
     uint64_t bytes() const { return bytes_; }
     // The claiming client; empty when the claim names none.
     const std::string& client() const;
-    // Gives the claim's job back to the client's share now, its bytes when
-    // destroyed (ClientShare::GiveJob); once, and not concurrently with
-    // itself.
+    // The claim's job is answered: the client's share counts it as an
+    // answer not yet sent from now (ClientShare::Answered), and gives it
+    // and its bytes back when the claim ends; once, and not concurrently
+    // with itself.
     void ReleaseJob();
 
    private:
     InflightBudget* budget_ = nullptr;
     uint64_t bytes_ = 0;
     std::shared_ptr<ClientShare> share_;
-    // The share still counts the claim's job.
-    bool holds_job_ = false;
+    // ReleaseJob() has run: the share counts an answer, not a job.
+    bool answered_ = false;
   };
 
   // UNAVAILABLE when `bytes` more would exceed the limit right now, or
@@ -229,10 +228,11 @@ class GemmJob {
   // none.
   const std::string& client() const { return reservation_.client(); }
   const std::string& kernel() const { return spec_.kernel; }
-  // The job's answer is being handed to gRPC: its client's share stops
-  // counting it as a job (its bytes count until the job is gone), so that
-  // the client's next call, made once it has the answer, never finds it
-  // there. Once, by the call that answers.
+  // The job's answer is being handed to gRPC: its client's share counts
+  // it as an answer not yet sent instead of a job (its bytes count until
+  // the job is gone), so that the client's next call, made once it has
+  // the answer, never finds it among its jobs. Once, by the call that
+  // answers.
   void ReleaseJobShare() { reservation_.ReleaseJob(); }
 
   // A and B in host memory: the job's storage or a system region; nullptr

@@ -104,8 +104,9 @@ int RunServerMain(int argc, char** argv,
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--max-client-jobs", options.limits.max_client_jobs,
-                 "jobs one client may hold, declared and not yet answered (0: "
-                 "no limit)")
+                 "jobs one client may hold, declared and not yet answered, "
+                 "and as many answers not yet sent, plus 64 (0: no "
+                 "limit)")
       ->capture_default_str();
   app.add_option("--max-open-jobs-per-stream",
                  options.limits.max_open_jobs_per_stream,
@@ -419,9 +420,10 @@ int RunServerMain(int argc, char** argv,
   const auto devices = (*server)->executor().devices();
   spdlog::info(
       "gemm-server {} listening on port {} (backend {}, device {}; up to {} "
-      "open files; {}{})",
+      "open files; malloc trim threshold {} MiB; {}{})",
       kVersion, (*server)->port(), std::string((*server)->executor().backend()),
       devices.empty() ? "none" : devices.front().name, open_files,
+      malloc_trim_threshold_mib,
       options.tls_cert_file.empty()
           ? "plaintext"
           : (options.tls_client_ca_file.empty() ? "TLS" : "mTLS"),

@@ -43,11 +43,13 @@ struct ServiceLimits {
   // and never sent cannot hold the budget. Default 30 s; zero: never.
   absl::Duration job_stall_timeout = absl::Seconds(30);
   // One client's (its address's) part of max_inflight_bytes, in bytes:
-  // what its jobs (counted from declaration to the answer sent) may hold.
+  // what its jobs (counted from declaration until gRPC has sent the answer)
+  // may hold.
   // Default 0: no per-client limit.
   uint64_t max_client_inflight_bytes = 0;
-  // Jobs one client may hold, from declaration to the answer sent. Default
-  // 0: no per-client limit.
+  // Jobs one client may hold, from declaration until the answer is handed
+  // to gRPC, and as many answers not yet sent plus ClientShare::kAnswersLag
+  // (client_shares.h). Default 0: no per-client limit.
   uint64_t max_client_jobs = 0;
   // Jobs of one stream being received at once (declared, not yet
   // complete); past it a new job fails with RESOURCE_EXHAUSTED. Default 0:
