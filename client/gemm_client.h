@@ -120,7 +120,9 @@ class GemmClient {
     int http2_max_frame_bytes = 0;
     // Lets gRPC hold a small stream message (at most 256 KiB) back while
     // more are queued behind it on the same stream, so that several go out
-    // in one socket write. Default false.
+    // in one socket write. A hinted message leaves only when the
+    // connection next writes for some other reason, so on a quiet
+    // connection it can wait. Default false.
     bool coalesce_small_writes = false;
     // Large jobs over several connections at once: a job of at least
     // split_min_bytes (A, B and C together) is cut into split_rows blocks of

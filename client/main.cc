@@ -281,7 +281,9 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     sub->add_option("--coalesce-small-writes", common.coalesce_small_writes,
                     "let small stream messages queued back to back share a "
-                    "socket write (gRPC buffer hint)")
+                    "socket write (gRPC buffer hint); such a message leaves "
+                    "only when the connection next writes for another "
+                    "reason, so on a quiet connection it can wait")
         ->capture_default_str();
     sub->add_option("--split", common.split_rows,
                     "cut jobs of at least --split-min-bytes into this many "

@@ -154,7 +154,9 @@ class GemmServer {
     int http2_max_frame_bytes = 0;
     // Lets gRPC hold a small stream message back (a buffer hint) while more
     // are queued behind it on the same stream, so that several go out in
-    // one socket write. Default false.
+    // one socket write. A hinted message leaves only when the connection
+    // next writes for some other reason, so on a quiet connection it can
+    // wait (docs/decisions.md, 53). Default false.
     bool coalesce_small_writes = false;
     // Where /metrics is served over HTTP (metrics_endpoint.h): HOST:PORT,
     // IPv4 or "[::]" (taken as 0.0.0.0), port 0 for a free one

@@ -269,7 +269,9 @@ int RunServerMain(int argc, char** argv,
       ->capture_default_str();
   app.add_option("--coalesce-small-writes", options.coalesce_small_writes,
                  "let small stream messages queued back to back share a "
-                 "socket write (gRPC buffer hint)")
+                 "socket write (gRPC buffer hint); such a message leaves only "
+                 "when the connection next writes for another reason, so on "
+                 "a quiet connection it can wait")
       ->capture_default_str();
   app.add_option("--cuda-blocking-sync", options.cuda.blocking_sync,
                  "CUDA workers sleep until their batch is done (false: they "
