@@ -151,7 +151,7 @@ TEST(GemmServerTest, MalformedInfoRequestIsInvalidArgument) {
   TestServer t(CpuOptions());
   ASSERT_NE(t.server, nullptr);
   // A truncated varint field, then a tag with field number 0.
-  for (const std::string garbage :
+  for (const std::string& garbage :
        {std::string("\x08\xff"), std::string("\x00\x01", 2)}) {
     grpc::Status status =
         CallWithBytes(t.channel.get(), "/gemm.v1.GemmService/Info", garbage);

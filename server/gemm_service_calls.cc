@@ -14,6 +14,7 @@
 #include "common/status_macros.h"
 #include "proto/wire_codec.h"
 #include "server/client_identity.h"
+#include "server/gated_unary_call.h"
 #include "server/gemm_service.h"
 #include "server/wire_timing.h"
 #include "spdlog/spdlog.h"
@@ -64,31 +65,20 @@ class RefusedStream
 // and ends as a unary call does, with one response and the status, or the
 // status alone. It lives until gRPC is done with it (OnDone), which is
 // after Answer().
-class GemmServiceImpl::UnaryGemmCall final
-    : public grpc::ServerGenericBidiReactor,
-      public UnaryReadGate::Waiter {
+class GemmServiceImpl::UnaryGemmCall final : public GatedUnaryCall {
  public:
   UnaryGemmCall(GemmServiceImpl* service, grpc::CallbackServerContext* context,
                 std::string client)
-      : service_(service),
+      : GatedUnaryCall(&service->read_gate_, std::move(client)),
+        service_(service),
         context_(context),
-        client_(std::move(client)),
         // Only the early-cancel guard needs it.
         peer_(service->options_.max_client_early_cancels > 0 ? context->peer()
                                                              : std::string()) {
     service_->open_unary_calls_.fetch_add(1);
   }
 
-  // Takes a turn, or waits for one; after construction, since the read may
-  // start at once.
-  void Begin() {
-    const absl::Status status = service_->read_gate_.Enter(client_, this);
-    if (!status.ok()) Refuse(status);
-  }
-
   grpc::CallbackServerContext* context() const { return context_; }
-  const std::string& client() const { return client_; }
-  grpc::ByteBuffer* request() { return &request_; }
 
   // Ends the call: `response` with OK, or `status` alone. Once only; the
   // call may be gone when it returns.
@@ -102,19 +92,15 @@ class GemmServiceImpl::UnaryGemmCall final
     StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
   }
 
-  void StartReading() override { StartRead(&request_); }
-
   // Ends a call whose job was never declared (no turn, no message):
   // logged, counted, and answered unless `answer` is false.
   void Refuse(const absl::Status& status) override { Refuse(status, true); }
   void Refuse(const absl::Status& status, bool answer) {
-    service_->CountRefusedUnary(client_, nullptr, status);
+    service_->CountRefusedUnary(client(), nullptr, status);
     if (answer) Answer(status);
   }
 
-  void OnReadDone(bool ok) override {
-    // The turn goes to the client's next call whatever came of this one.
-    service_->read_gate_.Leave(client_);
+  void OnRequest(bool ok) override {
     if (!ok) {
       // Either the caller half-closed without a message (it gets this
       // status), or the call is over: cancelled, past its deadline or past
@@ -127,15 +113,6 @@ class GemmServiceImpl::UnaryGemmCall final
     }
     admitted_ = true;
     service_->AdmitUnary(this);
-  }
-
-  void OnCancel() override {
-    // A call still waiting for its turn ends here; one being read ends in
-    // OnReadDone, one admitted when its job answers.
-    if (service_->read_gate_.Withdraw(client_, this)) {
-      Refuse(absl::CancelledError(
-          "the call ended while waiting for its request to be read"));
-    }
   }
 
   void OnDone() override {
@@ -155,15 +132,13 @@ class GemmServiceImpl::UnaryGemmCall final
  private:
   GemmServiceImpl* const service_;
   grpc::CallbackServerContext* const context_;
-  const std::string client_;
   // The peer as the call began (gRPC forgets it once the call is over),
   // and when.
   const std::string peer_;
   const std::chrono::system_clock::time_point began_ =
       std::chrono::system_clock::now();
-  grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
-  // OnReadDone(false) answered; OnDone logs and counts the refusal.
+  // OnRequest(false) answered; OnDone logs and counts the refusal.
   bool read_failed_ = false;
   // The request was read and handed to AdmitUnary.
   bool admitted_ = false;
@@ -174,41 +149,20 @@ class GemmServiceImpl::UnaryGemmCall final
 // (UnaryReadGate, as Gemm's: a request may be as large as any), hands it
 // to its method, and ends as a unary call does once the method answers. It
 // lives until gRPC is done with it (OnDone), which is after the answer.
-class GemmServiceImpl::SmallUnaryCall final
-    : public grpc::ServerGenericBidiReactor,
-      public UnaryReadGate::Waiter {
+class GemmServiceImpl::SmallUnaryCall final : public GatedUnaryCall {
  public:
   SmallUnaryCall(GemmServiceImpl* service, grpc::CallbackServerContext* context,
                  std::string client, Serve serve)
-      : service_(service),
+      : GatedUnaryCall(&service->read_gate_, std::move(client)),
+        service_(service),
         context_(context),
-        client_(std::move(client)),
         serve_(serve) {}
 
-  // Takes a turn, or waits for one; after construction, since the read may
-  // start at once.
-  void Begin() {
-    const absl::Status status = service_->read_gate_.Enter(client_, this);
-    if (!status.ok()) Finish(ToGrpcStatus(status));
-  }
-
-  void StartReading() override { StartRead(&request_); }
   void Refuse(const absl::Status& status) override {
     Finish(ToGrpcStatus(status));
   }
 
-  void OnCancel() override {
-    // A call still waiting for its turn ends here.
-    if (service_->read_gate_.Withdraw(client_, this)) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED,
-                          "the call ended while waiting for its request to "
-                          "be read"));
-    }
-  }
-
-  void OnReadDone(bool ok) override {
-    // The turn goes to the client's next call whatever came of this one.
-    service_->read_gate_.Leave(client_);
+  void OnRequest(bool ok) override {
     if (!ok) {
       // The caller half-closed without a message (it gets this status),
       // or the call is over (gRPC has answered it).
@@ -217,7 +171,7 @@ class GemmServiceImpl::SmallUnaryCall final
       return;
     }
     (service_->*serve_)(
-        *context_, request_,
+        *context_, *request(),
         [this](const absl::Status& status, grpc::ByteBuffer response) {
           if (!status.ok()) {
             Finish(ToGrpcStatus(status));
@@ -234,9 +188,7 @@ class GemmServiceImpl::SmallUnaryCall final
  private:
   GemmServiceImpl* const service_;
   grpc::CallbackServerContext* const context_;
-  const std::string client_;
   const Serve serve_;
-  grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
 };
 

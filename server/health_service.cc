@@ -6,6 +6,7 @@
 #include "proto/grpc/health/v1/health.pb.h"
 #include "proto/wire_codec.h"
 #include "server/client_identity.h"
+#include "server/gated_unary_call.h"
 #include "server/grpc_status.h"
 
 namespace gemm::server {
@@ -28,65 +29,34 @@ grpc::ByteBuffer Encode(HealthService::Status status) {
 }  // namespace
 
 // A health call's reading of its one request: in its client's turn at the
-// gate when there is one (UnaryReadGate). Subclasses take the request's
-// service in OnRequest, and end the call, once, in FinishOnce.
-class HealthService::Call : public grpc::ServerGenericBidiReactor,
-                            public UnaryReadGate::Waiter {
+// gate when there is one (GatedUnaryCall). Subclasses take the request's
+// service in OnService, and end the call, once, in FinishOnce.
+class HealthService::Call : public GatedUnaryCall {
  public:
-  Call(UnaryReadGate* gate, std::string client)
-      : gate_(gate), client_(std::move(client)) {}
+  using GatedUnaryCall::GatedUnaryCall;
 
-  // Takes a turn, or waits for one; after construction, since the read may
-  // start at once.
-  void Begin() {
-    if (gate_ == nullptr) {
-      StartReading();
-      return;
-    }
-    const absl::Status status = gate_->Enter(client_, this);
-    if (!status.ok()) FinishOnce(ToGrpcStatus(status));
-  }
-
-  void StartReading() final { StartRead(&request_); }
   void Refuse(const absl::Status& status) final {
     FinishOnce(ToGrpcStatus(status));
   }
 
-  void OnReadDone(bool ok) final {
-    // The turn goes to the client's next call whatever came of this one.
-    if (gate_ != nullptr) gate_->Leave(client_);
+  void OnRequest(bool ok) final {
     if (!ok) {
       FinishOnce(
           grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, kNoRequestMessage));
       return;
     }
     HealthCheckRequest in;
-    const absl::Status decoded = wire::DecodeMessage(request_, &in);
+    const absl::Status decoded = wire::DecodeMessage(*request(), &in);
     if (!decoded.ok()) {
       FinishOnce(ToGrpcStatus(decoded));
       return;
     }
-    OnRequest(in.service());
-  }
-
-  void OnCancel() override {
-    // A call still waiting for its turn ends here; one being read ends in
-    // OnReadDone.
-    if (gate_ != nullptr && gate_->Withdraw(client_, this)) {
-      FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED,
-                              "the call ended while waiting for its request "
-                              "to be read"));
-    }
+    OnService(in.service());
   }
 
  protected:
-  virtual void OnRequest(const std::string& service) = 0;
+  virtual void OnService(const std::string& service) = 0;
   virtual void FinishOnce(const grpc::Status& status) = 0;
-
- private:
-  UnaryReadGate* const gate_;
-  const std::string client_;
-  grpc::ByteBuffer request_;
 };
 
 // One Check call: answers the service's status.
@@ -98,7 +68,7 @@ class HealthService::Check final : public HealthService::Call {
   void OnDone() override { delete this; }
 
  private:
-  void OnRequest(const std::string& service) override {
+  void OnService(const std::string& service) override {
     const Status status = health_->StatusOf(service);
     if (status == kServiceUnknown) {
       Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
@@ -152,7 +122,7 @@ class HealthService::Watch final : public HealthService::Call {
                                 "the server is shutting down"));
   }
 
-  void OnRequest(const std::string& service) override {
+  void OnService(const std::string& service) override {
     service_ = service;
     watching_ = health_->AddWatch(this);
     if (!watching_) {
