@@ -54,7 +54,7 @@ TEST(ClientSharesTest, ABudgetClaimHoldsTheClientsShareUntilItEnds) {
   EXPECT_EQ(shares.clients(), 0u) << "a client with nothing held is forgotten";
 }
 
-// A job answered leaves the client's job count at once (ReleaseJob), its
+// A job answered leaves the client's job count at once (MarkAnswered), its
 // bytes when the claim ends: a client answered makes its next call at once.
 TEST(ClientSharesTest, AClaimGivesItsJobBackWhenAnsweredAndItsBytesAtTheEnd) {
   ClientShares shares({.max_jobs_per_client = 1});
@@ -64,12 +64,12 @@ TEST(ClientSharesTest, AClaimGivesItsJobBackWhenAnsweredAndItsBytesAtTheEnd) {
   InflightBudget::Reservation first, second;
   ASSERT_TRUE(budget.Reserve(80, &first, share).ok());
   EXPECT_TRUE(absl::IsUnavailable(budget.Reserve(10, &second, share)));
-  first.ReleaseJob();
+  first.MarkAnswered();
   EXPECT_EQ(notified, 1) << "a stream waiting for the share is woken";
   EXPECT_EQ(share->jobs(), 0u);
   EXPECT_EQ(share->answers(), 1u);
   EXPECT_EQ(share->bytes(), 80u) << "the bytes stay until the claim ends";
-  first.ReleaseJob();
+  first.MarkAnswered();
   EXPECT_EQ(notified, 1) << "once only";
   ASSERT_TRUE(budget.Reserve(10, &second, share).ok());
   EXPECT_EQ(share->jobs(), 1u);

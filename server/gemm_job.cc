@@ -46,7 +46,7 @@ const std::string& InflightBudget::Reservation::client() const {
   return share_ != nullptr ? share_->client() : *kNone;
 }
 
-void InflightBudget::Reservation::ReleaseJob() {
+void InflightBudget::Reservation::MarkAnswered() {
   if (share_ == nullptr || answered_) return;
   answered_ = true;
   share_->Answered();

@@ -93,8 +93,8 @@ void ScaleByBeta(float* c, uint64_t elements, float beta);
 class InflightBudget {
  public:
   // `on_release` (may be empty) runs after bytes are given back, or a
-  // claim's job (Reservation::ReleaseJob), on the thread that gave them
-  // back.
+  // claim's job is answered (Reservation::MarkAnswered), on the thread that
+  // gave them back.
   explicit InflightBudget(uint64_t limit_bytes,
                           std::function<void()> on_release = nullptr)
       : limit_(limit_bytes), on_release_(std::move(on_release)) {}
@@ -116,13 +116,13 @@ class InflightBudget {
     // answer not yet sent from now (ClientShare::Answered), and gives it
     // and its bytes back when the claim ends; once, and not concurrently
     // with itself.
-    void ReleaseJob();
+    void MarkAnswered();
 
    private:
     InflightBudget* budget_ = nullptr;
     uint64_t bytes_ = 0;
     std::shared_ptr<ClientShare> share_;
-    // ReleaseJob() has run: the share counts an answer, not a job.
+    // MarkAnswered() has run: the share counts an answer, not a job.
     bool answered_ = false;
   };
 
@@ -233,7 +233,7 @@ class GemmJob {
   // the job is gone), so that the client's next call, made once it has
   // the answer, never finds it among its jobs. Once, by the call that
   // answers.
-  void ReleaseJobShare() { reservation_.ReleaseJob(); }
+  void ReleaseJobShare() { reservation_.MarkAnswered(); }
 
   // A and B in host memory: the job's storage or a system region; nullptr
   // when the operand is in device memory (a_device(), b_device()).
