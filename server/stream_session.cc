@@ -142,6 +142,7 @@ void StreamSession::HandleWholeJob() {
     }
     return fail(job.status());
   }
+  open_refusals_in_a_row_ = 0;
   if (!Submit(id, std::move(*job), whole.params().inline_result_max_bytes())) {
     waiting_ = true;
   }
@@ -167,6 +168,17 @@ bool StreamSession::StartJob(uint64_t id, bool ended) {
                              "(--max-open-jobs-per-stream ",
                              options_.max_open_jobs, "); end some first")),
             ended);
+    if (++open_refusals_in_a_row_ >= options_.max_open_jobs) {
+      StopReading(
+          absl::ResourceExhaustedError(absl::StrCat(
+              "message ", messages_,
+              " of the stream: ", open_refusals_in_a_row_,
+              " jobs in a row started while --max-open-jobs-per-stream (",
+              options_.max_open_jobs,
+              ") were being received, none of them ended; no later message "
+              "was read")),
+          absl::StatusCode::kResourceExhausted);
+    }
     return true;
   }
   absl::StatusOr<JobSpec> spec = intake_->Validate(params);
@@ -185,6 +197,7 @@ bool StreamSession::StartJob(uint64_t id, bool ended) {
       id, JobAssembly(id, std::move(*job), params.inline_result_max_bytes()));
   (void)inserted;
   it->second.set_last_progress(absl::Now());
+  open_refusals_in_a_row_ = 0;
   return true;
 }
 

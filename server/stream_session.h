@@ -14,6 +14,11 @@
 //     more messages are read, jobs still being received end with ABORTED,
 //     accepted jobs run and send their results, and then the call ends with
 //     INVALID_ARGUMENT naming the message.
+//   - A job started while max_open_jobs are being received fails with
+//     RESOURCE_EXHAUSTED; max_open_jobs such failures in a row break the
+//     stream the same way, the call and its jobs still being received
+//     ending with RESOURCE_EXHAUSTED: a client that opens jobs and never
+//     finishes them costs the server one JobEnd a job otherwise.
 //   - Flow control: when the in-flight budget or the job queue is full, the
 //     message that needs room waits (Next::kWaitForCapacity) instead of
 //     failing, and the caller reads nothing more until RetryWaiting() gets
@@ -68,7 +73,9 @@ class StreamSession {
     // DEADLINE_EXCEEDED (ExpireStalled()). Default 30 s; zero: never.
     absl::Duration stall_timeout = absl::Seconds(30);
     // Jobs being received at once; a job declared past it fails with
-    // RESOURCE_EXHAUSTED. Default 0: no limit.
+    // RESOURCE_EXHAUSTED, and as many such failures in a row (no job
+    // started between them) break the stream with RESOURCE_EXHAUSTED: its
+    // client opens jobs and does not finish them. Default 0: no limit.
     uint64_t max_open_jobs = 0;
   };
 
@@ -138,7 +145,8 @@ class StreamSession {
   // `needs_budget`: it waits for in-flight budget (else for the queue).
   bool MayWait(const absl::Status& status, bool needs_budget) const;
   // Stops reading for good: `why` is the call's status; jobs still being
-  // received end with `job_code` (ABORTED or UNAVAILABLE).
+  // received end with `job_code` (ABORTED, UNAVAILABLE or
+  // RESOURCE_EXHAUSTED).
   void StopReading(absl::Status why, absl::StatusCode job_code);
   void Ignore(uint64_t id);
   void Unignore(uint64_t id);
@@ -168,6 +176,8 @@ class StreamSession {
   std::deque<uint64_t> ignored_order_;
   std::unordered_map<uint64_t, std::shared_ptr<GemmJob>> running_;
   StreamOutbox outbox_;
+  // Jobs failed in a row for max_open_jobs, none started since.
+  uint64_t open_refusals_in_a_row_ = 0;
   bool reads_done_ = false;
   bool stopped_ = false;  // broken, drained or cancelled: reads no more
   bool cancelled_ = false;

@@ -348,6 +348,9 @@ size_t TcpAcceptor::AbortHandoffs() {
       continue;
     }
     if (shutdown(socket.fd, SHUT_RDWR) == 0) ++aborted;
+    sockaddr unspecified = {};
+    unspecified.sa_family = AF_UNSPEC;
+    connect(socket.fd, &unspecified, sizeof(unspecified));
   }
   return aborted;
 }

@@ -78,8 +78,11 @@ class TcpAcceptor {
   // and not yet handed over are closed, those handed over are gRPC's. A
   // hand-off still running goes on; the destructor waits for it.
   void Stop();
-  // Shuts down (shutdown(2)) the sockets of the hand-offs still running,
-  // so that gRPC's read loop inside them ends; returns how many. For a
+  // Shuts down (shutdown(2)) the sockets of the hand-offs still running
+  // and disconnects them (connect(2) to AF_UNSPEC: the bytes received and
+  // not yet read are dropped, and the client gets a reset), so that gRPC's
+  // read loop inside them ends, rather than going on through what its
+  // client had already sent; returns how many. For a
   // server shutting down past its grace period: gRPC's Server::Shutdown
   // waits for every acceptor's lock, which a running hand-off holds for as
   // long as its client keeps sending.

@@ -752,6 +752,73 @@ TEST(ClientShareTest, OpenJobsArePerStreamAndPerClientBounded) {
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
+// 100,000 jobs opened on one stream and never ended cost the server one
+// JobEnd each, refused one by one (a third of a 2-core machine's CPU in
+// sendmsg). As many refused in a row as the stream may have open end the
+// stream; fewer, or a job started between them, do not.
+TEST(ClientShareTest, AStreamOpeningJobsItNeverEndsIsEnded) {
+  ServerProcess server(
+      {"--listen", "[::]:0", "--max-open-jobs-per-stream", "4"});
+  ASSERT_TRUE(server.Start().ok());
+  auto stub = v1::GemmService::NewStub(grpc::CreateChannel(
+      server.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->GemmStream(&context);
+  // Four open, three refused, then one of the four ends and another starts
+  // in its place: the streak is over.
+  for (uint64_t id = 1; id <= 7; ++id) {
+    ASSERT_TRUE(stream->Write(Declare(id, 1, 1, 1)));
+  }
+  auto ends = ReadEnds(stream.get(), 3);
+  ASSERT_EQ(ends.size(), 3u);
+  for (uint64_t id = 5; id <= 7; ++id) {
+    EXPECT_EQ(ends[id].first, grpc::RESOURCE_EXHAUSTED) << id;
+  }
+  v1::StreamRequest end_one;
+  end_one.set_job_id(1);
+  end_one.set_end_of_job(true);
+  ASSERT_TRUE(stream->Write(end_one));
+  ends = ReadEnds(stream.get(), 1);
+  ASSERT_EQ(ends.count(1), 1u);
+  ASSERT_TRUE(stream->Write(Declare(8, 1, 1, 1)));
+  // Now four refused in a row: the stream ends, the jobs it was receiving
+  // with it, and no later message is read.
+  for (uint64_t id = 9; id <= 13; ++id) {
+    ASSERT_TRUE(stream->Write(Declare(id, 1, 1, 1)));
+  }
+  stream->WritesDone();
+  ends.clear();
+  v1::StreamResponse response;
+  while (stream->Read(&response)) {
+    if (response.has_end()) {
+      ends[response.job_id()] = {response.end().code(),
+                                 response.end().message()};
+    }
+  }
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << status.error_message();
+  EXPECT_NE(status.error_message().find("4 jobs in a row"), std::string::npos)
+      << status.error_message();
+  for (uint64_t id : {2, 3, 4, 8}) {
+    ASSERT_EQ(ends.count(id), 1u) << id;
+    EXPECT_EQ(ends[id].first, grpc::RESOURCE_EXHAUSTED) << id;
+    EXPECT_NE(ends[id].second.find("the stream broke"), std::string::npos)
+        << ends[id].second;
+  }
+  for (uint64_t id = 9; id <= 12; ++id) {
+    ASSERT_EQ(ends.count(id), 1u) << id;
+    EXPECT_NE(ends[id].second.find("--max-open-jobs-per-stream 4"),
+              std::string::npos)
+        << ends[id].second;
+  }
+  // The message after the fourth refusal was not read: no JobEnd.
+  EXPECT_EQ(ends.count(13), 0u);
+  // Another client is served meanwhile.
+  EXPECT_EQ(VictimJobs(server.address_v6(), 2), 2);
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
 // A job held its client's job share until gRPC let go of its result's
 // bytes, which may be after the client has the result: a client making one
 // call at a time at exactly --max-client-jobs was now and then refused for
