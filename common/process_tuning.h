@@ -22,9 +22,8 @@
 // server kept 154-214 MiB over its idle size there, through two trims;
 // with two arenas it kept 8-45 MiB, at a throughput within the spread of
 // the default's. But two arenas doubled other clients' p99 under several
-// attacks there, and on a 2-core host they slow gRPC's work through a
-// rapid reset's backlog: gemm-server keeps glibc's default unless told
-// (docs/decisions.md, 45 and 48).
+// attacks there: gemm-server keeps to two per core (docs/decisions.md, 45,
+// 48 and 55).
 //
 // Mutexes: Debian's abseil checks every absl::Mutex acquisition for lock
 // cycles, through one global graph behind a spin lock (a profile of the

@@ -17,23 +17,14 @@
 #include "common/process_tuning.h"
 #include "common/version.h"
 #include "server/gemm_server.h"
+#include "server/grpc_cores.h"
+#include "server/process_flags.h"
 #include "server/shutdown_on_signal.h"
 #include "server/validation.h"
 #include "spdlog/spdlog.h"
 
 namespace gemm::server {
 namespace {
-
-// glibc's trim threshold by backend (--malloc-trim-threshold-mib 0). On
-// CUDA, jobs live in pinned blocks and gRPC's buffers are what the heaps
-// hold: at 8 MiB the threads' arenas give back their tops after a
-// full-size attack (H200 host: 38-50 MiB kept over idle, against 156-176
-// at 1024), at 1-11% of 128^3 unary throughput and none on streams. On the
-// CPU, jobs' operands are heap blocks that a low threshold gives back and
-// faults in again per job: 1024^3 on two cores ran at 13 jobs/s against
-// 40-46 (docs/decisions.md 51).
-constexpr int kCudaTrimThresholdMib = 8;
-constexpr int kCpuTrimThresholdMib = 1024;
 
 // Writes `port` to `path` (when not empty) in one step: a reader sees the
 // whole number or no file.
@@ -330,28 +321,10 @@ int RunServerMain(int argc, char** argv,
                  "text, or json: one JSON object per line (time, level, msg)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
-  // glibc's default: two arenas return the memory freed after an attack
-  // but double other clients' p99 under several (process_tuning.h,
-  // docs/decisions.md 45 and 48).
-  int malloc_arenas = 0;
-  app.add_option("--malloc-arenas", malloc_arenas,
-                 "glibc malloc arenas at most (0: glibc's default, 8 per "
-                 "core; 2 returns more memory after a burst, at a cost in "
-                 "latency under many connections)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  // 0: the backend's choice (kCudaTrimThresholdMib, kCpuTrimThresholdMib).
-  int malloc_trim_threshold_mib = 0;
-  app.add_option("--malloc-trim-threshold-mib", malloc_trim_threshold_mib,
-                 "free memory at the top of a malloc heap beyond this many "
-                 "MiB is given back to the system as large blocks are freed "
-                 "(0: the backend's choice, 8 on CUDA, 1024 on the CPU)")
-      ->check(CLI::Range(0, 1024))
-      ->capture_default_str();
+  ProcessSettings process;
+  AddProcessFlags(app, process);
   if (extensions.add_flags) extensions.add_flags(app);
   CLI11_PARSE(app, argc, argv);
-  // Before the server starts its threads.
-  if (malloc_arenas > 0) LimitMallocArenas(malloc_arenas);
   options.decorate_executor = extensions.decorate_executor;
 
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -359,6 +332,8 @@ int RunServerMain(int argc, char** argv,
   // protobuf's and gRPC's own lines obey --log-level (and the format) too,
   // rate-limited.
   RouteLibraryLogs();
+  // Before the server starts its threads, and gRPC its pools.
+  ApplyBeforeStart(process);
   if (drain_delay_s > shutdown_grace_s) {
     spdlog::critical(
         "cannot start: --drain-delay-s ({}) must not exceed "
@@ -413,19 +388,16 @@ int RunServerMain(int argc, char** argv,
     spdlog::critical("cannot start: {}", server.status().ToString());
     return 1;
   }
-  if (malloc_trim_threshold_mib == 0) {
-    malloc_trim_threshold_mib = (*server)->executor().backend() == "cuda"
-                                    ? kCudaTrimThresholdMib
-                                    : kCpuTrimThresholdMib;
-  }
-  SetMallocTrimThreshold(uint64_t(malloc_trim_threshold_mib) << 20);
+  const int malloc_trim_threshold_mib =
+      ApplyTrimThreshold(process, (*server)->executor().backend());
   const auto devices = (*server)->executor().devices();
   spdlog::info(
       "gemm-server {} listening on port {} (backend {}, device {}; up to {} "
-      "open files; malloc trim threshold {} MiB; {}{})",
+      "open files; malloc trim threshold {} MiB; gRPC sized for {} cores; "
+      "{}{})",
       kVersion, (*server)->port(), std::string((*server)->executor().backend()),
       devices.empty() ? "none" : devices.front().name, open_files,
-      malloc_trim_threshold_mib,
+      malloc_trim_threshold_mib, GrpcCores(),
       options.tls_cert_file.empty()
           ? "plaintext"
           : (options.tls_client_ca_file.empty() ? "TLS" : "mTLS"),

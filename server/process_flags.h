@@ -1,0 +1,49 @@
+// gemm-server's process-wide settings, as flags: glibc's malloc arenas and
+// trim threshold, and the core count gRPC sizes its own thread pools by.
+// Each is made once, before (or, the trim threshold, just after) the server
+// starts; common/process_tuning.h and server/grpc_cores.h say why each
+// matters and how it was measured.
+//
+// Thread-safety: call from main(), in the order below.
+//
+//   ProcessSettings settings;
+//   AddProcessFlags(app, settings);
+//   CLI11_PARSE(app, argc, argv);
+//   ApplyBeforeStart(settings);               // before any thread or gRPC
+//   auto server = GemmServer::Create(options);
+//   int mib = ApplyTrimThreshold(settings, backend);
+#ifndef GEMM_SERVER_PROCESS_FLAGS_H_
+#define GEMM_SERVER_PROCESS_FLAGS_H_
+
+#include "absl/strings/string_view.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace gemm::server {
+
+struct ProcessSettings {
+  // At most this many malloc arenas; 0: two per core of the host.
+  int malloc_arenas = 0;
+  // glibc's trim threshold in MiB; 0: the backend's choice (8 on CUDA,
+  // 1024 on the CPU).
+  int malloc_trim_threshold_mib = 0;
+  // The cores gRPC sizes its pools by; 0: the host's, at least 16.
+  int grpc_cores = 0;
+};
+
+// Registers --malloc-arenas, --malloc-trim-threshold-mib and --grpc-cores.
+void AddProcessFlags(CLI::App& app, ProcessSettings& settings);
+
+// The arenas and gRPC's core count. Before the server starts any thread.
+void ApplyBeforeStart(const ProcessSettings& settings);
+
+// The trim threshold for `backend` ("cuda" or "cpu"); returns the MiB now
+// in force.
+int ApplyTrimThreshold(const ProcessSettings& settings,
+                       absl::string_view backend);
+
+}  // namespace gemm::server
+
+#endif  // GEMM_SERVER_PROCESS_FLAGS_H_
