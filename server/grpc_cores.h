@@ -29,7 +29,7 @@
 namespace gemm::server {
 
 // gRPC's pools on a small host: 8 callback threads and an executor of up to
-// 32. With 2 callback threads a rapid reset stalled other clients for 2-5 s
+// 32. With 2 callback threads a rapid reset stalled other clients for 3-5 s
 // in 6 of 11 runs on a 2-core host; with 8, in none of 9.
 inline constexpr unsigned kMinGrpcCores = 16;
 

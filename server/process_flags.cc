@@ -24,8 +24,8 @@ constexpr int kCpuTrimThresholdMib = 1024;
 // Two arenas per core (--malloc-arenas 0), where glibc allows eight. With
 // gRPC's pools sized for 16 cores on a small host (grpc_cores.h), its
 // threads spread a burst's buffers over more arenas, whose tops the CPU
-// backend's trim threshold keeps: 2-core host, big-unary-unread, 196-254
-// MiB kept after the attack with glibc's 16 arenas, 69 with 4
+// backend's trim threshold keeps: 2-core host, big-unary-unread, 227
+// MiB kept after the attack with glibc's 16 arenas, 107 with 8, 42 with 4
 // (docs/decisions.md 55). Fewer still (2) cost tail latency under many
 // connections on the H200 host (48).
 constexpr int kArenasPerCore = 2;
