@@ -13,6 +13,9 @@ into the markdown tables of README.md and docs/*.md.
     gemmbench.py run --scenario soak --soak-s 600 --out OUT   # 10 minutes, 256 in flight
     gemmbench.py tables                                    # rewrite the marked regions
     gemmbench.py tables --check                            # fail if a region is stale
+    gemmbench.py compare bench/baselines/h200/e2e.json OUT # gate: exit 1 if a case lost >10%
+    gemmbench.py compare OLD NEW --cases one4096 --tolerance 5 --json RECORD.json
+    gemmbench.py compare OLD RUN1 RUN2                     # each case by its best run
 
 Binaries come from --bin-dir; by default from the bundle's bin/ when this
 file sits in one (bazel build //:bundle), else from the repository's
@@ -29,6 +32,7 @@ import socket
 import sys
 import time
 
+from gemmbench_compare import DEFAULT_TOLERANCE_PCT, command_compare
 from gemmbench_env import SCHEMA_VERSION, Environment, SkipScenario, commit_id, now_utc, repo_root
 from gemmbench_scenarios import BATCHING_CASES, E2E_CASES, GPU_SUITES, SCENARIOS
 from gemmbench_soak import SOAK_RSS_GROWTH_MAX_MB, SOAK_RSS_MAX_MB
@@ -143,8 +147,25 @@ def main():
     tables.add_argument("--baselines", help="default ROOT/bench/baselines (GPU/SCENARIO.json)")
     tables.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table is stale")
     tables.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
+    compare = sub.add_parser("compare", help="the regression gate: NEW's cases against OLD's",
+                             description="Exit 0 when every case of OLD is in NEW, healthy, and "
+                             "within the tolerance; 1 when not; 2 when a report cannot be used.")
+    compare.add_argument("old", metavar="OLD", help="a scenario report (JSON), or a folder "
+                         "holding e2e.json, such as bench/baselines/h200/e2e.json")
+    compare.add_argument("new", metavar="NEW", nargs="+",
+                         help="the same for the run to judge (a run's --out); several runs "
+                              "of one code: each case judged by its best")
+    compare.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE_PCT,
+                         help="percent by which jobs/s may fall or p50 latency rise "
+                              f"(default {DEFAULT_TOLERANCE_PCT:g})")
+    compare.add_argument("--cases", type=lambda s: s.split(","), default=[],
+                         help="only these of OLD's cases (comma-separated)")
+    compare.add_argument("--json", metavar="PATH",
+                         help="also write the comparison here (figures, verdicts, both reports' commits)")
     args = parser.parse_args()
-    return {"list": command_list, "run": command_run, "tables": command_tables}[args.command](args)
+    commands = {"list": command_list, "run": command_run, "tables": command_tables,
+                "compare": command_compare}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

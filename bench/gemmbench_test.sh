@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # gemmbench.py against the real gemm-server and gemm-client on the CPU
 # backend: the e2e, soak, abft and regions scenarios with their tiny --smoke cases write
-# reports that `tables` can render, a soak with a memory bound too tight
-# fails, and the tables in README.md and docs/ are the ones the kept
+# reports that `tables` can render and `compare` can gate, a soak with a
+# memory bound too tight fails, and the tables in README.md and docs/ are the ones the kept
 # baselines give (tables --check).
 #
 #   gemmbench_test.sh GEMMBENCH GEMM_SERVER GEMM_CLIENT
@@ -50,6 +50,18 @@ for c in regions["cases"]:
     assert c["client"]["rc"] == 0 and r["errors"] == 0, c
     assert r["verify_failures"] == 0 and r["verified"] > 0 and r["count"] == 200, r
 PY
+
+# compare: a fresh e2e report passes the gate against itself, and the kept
+# H200 baseline's cases are all missing from the smoke run.
+python3 "$gemmbench" compare "$tmp/out" "$tmp/out/e2e.json" --json "$tmp/compare.json"
+grep -q '"verdict": "pass"' "$tmp/compare.json"
+rc=0
+python3 "$gemmbench" compare bench/baselines/h200/e2e.json "$tmp/out" >"$tmp/compare.txt" || rc=$?
+if [[ $rc != 1 ]]; then
+  echo "compare exited $rc, not 1, on a run without the baseline's cases" >&2
+  exit 1
+fi
+grep -q "one4096: missing from NEW" "$tmp/compare.txt"
 
 # A memory bound the server cannot keep fails the soak, and gemmbench with
 # it, the check named.

@@ -1,12 +1,11 @@
 // What `gemm-client load` does with a LoadReport once RunLoad() has made
-// it: the JSON and CSV files where asked, and charts drawn from the JSON by
-// client/plot_load.py (matplotlib).
+// it: the JSON and CSV files where asked, and SVG charts (load_charts.h).
 //
 // Thread-safety: stateless functions.
 //
 //   ASSIGN_OR_RETURN(LoadReport report, RunLoad(client.get(), options.load));
 //   RETURN_IF_ERROR(WriteLoadReportFiles(options, report));
-//   RETURN_IF_ERROR(PlotLoadReport(options, PlotScriptPath(argv[0])));
+//   RETURN_IF_ERROR(PlotLoadReport(options, report));
 #ifndef GEMM_CLIENT_LOAD_COMMAND_H_
 #define GEMM_CLIENT_LOAD_COMMAND_H_
 
@@ -24,7 +23,7 @@ struct LoadCommandOptions {
   std::string json_path;
   // The summary as CSV (header and one row); empty: none.
   std::string csv_path;
-  // PREFIX-latency.png and PREFIX-throughput.png; empty: no charts.
+  // PREFIX-latency.svg and PREFIX-throughput.svg; empty: no charts.
   std::string plot_prefix;
 };
 
@@ -35,15 +34,10 @@ std::string JsonReportPath(const LoadCommandOptions& options);
 absl::Status WriteLoadReportFiles(const LoadCommandOptions& options,
                                   const LoadReport& report);
 
-// client/plot_load.py: in the runfiles of the program `argv0`, next to it,
-// or where GEMM_CLIENT_PLOT_SCRIPT says.
-std::string PlotScriptPath(const char* argv0);
-
-// Draws the charts from the JSON report with `script`, under the Python
-// that has Debian's matplotlib (GEMM_CLIENT_PYTHON, else /usr/bin/python3,
-// else python3 on PATH). UNKNOWN "--plot failed: COMMAND" if it fails.
+// Writes PREFIX-latency.svg and PREFIX-throughput.svg where
+// options.plot_prefix asks for them (load_charts.h).
 absl::Status PlotLoadReport(const LoadCommandOptions& options,
-                            const std::string& script);
+                            const LoadReport& report);
 
 }  // namespace gemm::client
 

@@ -155,9 +155,16 @@ std::string FormatReportText(const LoadReport& r) {
   for (const auto& [device, ok] : r.ok_by_device) {
     absl::StrAppendFormat(&out, "  %-24s ok %d\n", device, ok);
   }
-  absl::StrAppendFormat(&out, "\nPer shape\n");
+  absl::StrAppendFormat(&out,
+                        "\nPer shape                   jobs   latency of OK "
+                        "jobs (ms): p50     p90     p99   p99.9\n");
   for (const auto& [shape, count] : r.count_by_shape) {
-    absl::StrAppendFormat(&out, "  %-24s %d\n", shape, count);
+    auto latency = r.latency_ms_by_shape.find(shape);
+    const Distribution d = latency == r.latency_ms_by_shape.end()
+                               ? Distribution()
+                               : latency->second;
+    absl::StrAppendFormat(&out, "  %-24s %6d %31.3f %7.3f %7.3f %7.3f\n", shape,
+                          count, d.p50, d.p90, d.p99, d.p999);
   }
   if (r.verified > 0 || r.verify_failures > 0) {
     absl::StrAppendFormat(&out,
@@ -231,6 +238,11 @@ std::string FormatReportJson(const LoadReport& r) {
   out["errors_by_target"] = MapJson(r.errors_by_target);
   out["ok_by_device"] = MapJson(r.ok_by_device);
   out["count_by_shape"] = MapJson(r.count_by_shape);
+  Json by_shape = Json::object();
+  for (const auto& [shape, d] : r.latency_ms_by_shape) {
+    by_shape[shape] = DistributionJson(d);
+  }
+  out["latency_ms_by_shape"] = by_shape;
   out["checked"] = r.checked;
   out["check_mismatches"] = r.check_mismatches;
   out["check_ms"] = DistributionJson(r.check_ms);

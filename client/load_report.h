@@ -77,8 +77,9 @@ struct LoadReport {
   std::map<std::string, uint64_t> ok_by_target, errors_by_target;
   // Per device that ran the job (Timing.device, e.g. "cuda:1 NVIDIA H200").
   std::map<std::string, uint64_t> ok_by_device;
-  // Per shape ("MxNxK"): measured jobs.
+  // Per shape ("MxNxK"): measured jobs, and the latency of its OK ones.
   std::map<std::string, uint64_t> count_by_shape;
+  std::map<std::string, Distribution> latency_ms_by_shape;
   // Results checked against the float64 reference, warm-up included, and
   // of them wrong.
   uint64_t verified = 0, verify_failures = 0;

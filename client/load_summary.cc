@@ -70,6 +70,7 @@ void LoadSummary::Add(const JobRecord& r) {
   ++figures_.ok_by_device[r.timing.device()];
   const double ms = Millis(r.end - r.start);
   latency_.push_back(ms);
+  latency_by_shape_[problem.ToString()].push_back(ms);
   bucket.latency.push_back(ms);
   ++bucket.ok;
   bucket.flop += problem.flops();
@@ -119,6 +120,10 @@ void LoadSummary::FillReport(LoadReport* report) {
     report->timeline.push_back(second);
   }
   report->latency_ms = Summarize(latency_);
+  report->latency_ms_by_shape.clear();
+  for (const auto& [shape, latency] : latency_by_shape_) {
+    report->latency_ms_by_shape[shape] = Summarize(latency);
+  }
   report->histogram_upper_ms.clear();
   report->histogram_count.clear();
   FillHistogram(latency_, report);

@@ -13,6 +13,7 @@
 #define GEMM_CLIENT_LOAD_SUMMARY_H_
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,7 @@ class LoadSummary {
   Clock::time_point last_end_;
   std::vector<double> latency_, queue_, h2d_, compute_, d2h_, server_;
   std::vector<double> check_;
+  std::map<std::string, std::vector<double>> latency_by_shape_;
   uint64_t check_mismatches_ = 0;
   double flop_ = 0, bytes_in_ = 0, bytes_out_ = 0, batch_sum_ = 0;
   std::vector<Bucket> buckets_;

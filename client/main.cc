@@ -16,11 +16,11 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_split.h"
+#include "client/cli_flags.h"
 #include "client/gemm_client.h"
 #include "client/info_text.h"
 #include "client/kernel_table.h"
-#include "client/load_command.h"
-#include "client/load_report.h"
+#include "client/load_cli.h"
 #include "client/run_command.h"
 #include "client/text_file.h"
 #include "common/process_tuning.h"
@@ -112,109 +112,6 @@ int RunGemm(const CommonFlags& flags, RunOptions options,
       RunGemms(client->get(), options, *operands, flags.server, stdout);
   if (!failures.ok()) return Fail(failures.status());
   return *failures == 0 ? 0 : 2;
-}
-
-// --check's values, as GemmParams.check takes them.
-const std::map<std::string, v1::Check> kCheckModes = {
-    {"default", v1::CHECK_DEFAULT},
-    {"abft", v1::CHECK_ABFT},
-    {"off", v1::CHECK_OFF}};
-// --precision's values, as GemmParams.precision takes them.
-const std::map<std::string, v1::Precision> kPrecisions = {
-    {"fp32", v1::PRECISION_FP32},
-    {"fp32-tensor", v1::PRECISION_FP32_TENSOR},
-    {"tf32", v1::PRECISION_TF32},
-    {"bf16", v1::PRECISION_BF16}};
-constexpr char kPrecisionHelp[] =
-    "arithmetic the server may use: fp32 (strict float32, the default), "
-    "fp32-tensor (float32-accurate, Tensor Cores allowed), tf32 or bf16 "
-    "(inputs rounded, on Tensor Cores)";
-// --memory's values.
-const std::vector<std::string> kMemoryModes = {"socket", "shm", "cuda-ipc"};
-constexpr char kMemoryHelp[] =
-    "where operands and results travel: socket (in the gRPC messages), shm "
-    "(a POSIX shared-memory region registered with a server on this host) "
-    "or cuda-ipc (GPU memory on device 0 shared by CUDA IPC with a CUDA "
-    "server on this host; builds with CUDA)";
-constexpr char kCheckHelp[] =
-    "result check by the server: abft (row and column checksums; a result "
-    "that fails is re-run, never returned), off, or default (the server's "
-    "--check-min-gflop)";
-
-struct LoadFlags {
-  std::string shapes = "128x128x128";
-  std::string kernel = "auto";
-  v1::Check check = v1::CHECK_DEFAULT;
-  v1::Precision precision = v1::PRECISION_DEFAULT;
-  std::string memory = "socket";
-  int concurrency = 16;
-  double rate = 0;
-  std::string arrivals = "constant";
-  double duration_s = 10;
-  uint64_t count = 0;
-  double warmup_s = 1;
-  int streams_per_connection = 1;
-  double unary_share = 0;
-  uint32_t job_timeout_ms = 0;
-  uint64_t verify_every = 0;
-  uint64_t seed = 42;
-  std::string json_path, csv_path, plot_prefix;
-  bool quiet = false;
-};
-
-int RunLoadTest(const CommonFlags& flags, const LoadFlags& l, bool rate_cap,
-                const char* argv0) {
-  LoadCommandOptions command;
-  LoadOptions& options = command.load;
-  auto shapes = ParseShapeMix(l.shapes);
-  if (!shapes.ok()) return Fail(shapes.status());
-  options.shapes = *shapes;
-  options.kernel = l.kernel;
-  options.check = l.check;
-  options.precision = l.precision;
-  auto memory = OperandMemoryNamed(l.memory);
-  if (!memory.ok()) return Fail(memory.status());
-  options.memory = *memory;
-  options.rate = l.rate;
-  // In rate mode the concurrency caps jobs outstanding only when given.
-  options.concurrency = l.rate > 0 && !rate_cap ? 0 : l.concurrency;
-  options.poisson = l.arrivals == "poisson";
-  options.duration = absl::Seconds(l.duration_s);
-  options.count = l.count;
-  options.warmup = absl::Seconds(l.warmup_s);
-  options.job_timeout_ms = l.job_timeout_ms;
-  options.streams_per_connection = l.streams_per_connection;
-  options.unary_share = l.unary_share;
-  options.verify_every = l.verify_every;
-  options.seed = l.seed;
-  const bool tty = isatty(STDERR_FILENO);
-  if (!l.quiet) {
-    options.on_progress = [tty](const LoadProgress& p) {
-      std::fputs(FormatProgressLine(p, tty).c_str(), stderr);
-      std::fflush(stderr);
-    };
-  }
-  command.json_path = l.json_path;
-  command.csv_path = l.csv_path;
-  command.plot_prefix = l.plot_prefix;
-  auto client = Connect(flags);
-  if (!client.ok()) return Fail(client.status());
-  auto report = RunLoad(client->get(), options);
-  if (!l.quiet && tty) std::fprintf(stderr, "\n");
-  if (!report.ok()) return Fail(report.status());
-  std::fputs(FormatReportText(*report).c_str(), stdout);
-  absl::Status written = WriteLoadReportFiles(command, *report);
-  if (!written.ok()) return Fail(written);
-  if (!l.plot_prefix.empty()) {
-    std::fflush(stdout);
-    absl::Status plotted = PlotLoadReport(command, PlotScriptPath(argv0));
-    if (!plotted.ok()) {
-      std::fprintf(stderr, "gemm-client: %s\n",
-                   std::string(plotted.message()).c_str());
-      return 3;
-    }
-  }
-  return report->verify_failures == 0 ? 0 : 2;
 }
 
 int RunKernels(const CommonFlags& flags, const KernelTableOptions& options,
@@ -378,74 +275,7 @@ int main(int argc, char** argv) {
   CLI::App* load = app.add_subcommand(
       "load", "network load test: many jobs, latency and throughput report");
   add_common(load);
-  load->add_option("--shapes", load_flags.shapes,
-                   "shape mix MxNxK[:weight],... e.g. "
-                   "128x128x128:0.7,1024x1024x1024:0.3")
-      ->capture_default_str();
-  load->add_option("--kernel", load_flags.kernel,
-                   "auto or a kernel from `info`")
-      ->capture_default_str();
-  load->add_option("--check", load_flags.check, kCheckHelp)
-      ->transform(CLI::CheckedTransformer(kCheckModes, CLI::ignore_case))
-      ->default_str("default");
-  load->add_option("--memory", load_flags.memory, kMemoryHelp)
-      ->check(CLI::IsMember(kMemoryModes))
-      ->capture_default_str();
-  load->add_flag_callback(
-      "--shm", [&load_flags] { load_flags.memory = "shm"; }, "--memory shm");
-  load->add_flag_callback(
-      "--cuda-ipc", [&load_flags] { load_flags.memory = "cuda-ipc"; },
-      "--memory cuda-ipc");
-  load->add_option("--precision", load_flags.precision, kPrecisionHelp)
-      ->transform(CLI::CheckedTransformer(kPrecisions, CLI::ignore_case))
-      ->default_str("fp32");
-  CLI::Option* concurrency =
-      load->add_option("-c,--concurrency", load_flags.concurrency,
-                       "jobs outstanding (closed loop); with --rate, a cap "
-                       "on jobs outstanding when given")
-          ->capture_default_str();
-  load->add_option("-r,--rate", load_flags.rate,
-                   "jobs started per second (open loop); 0: concurrency mode")
-      ->capture_default_str();
-  load->add_option("--arrivals", load_flags.arrivals,
-                   "gaps between starts in rate mode")
-      ->check(CLI::IsMember({"constant", "poisson"}))
-      ->capture_default_str();
-  load->add_option("-d,--duration-s", load_flags.duration_s,
-                   "length of the measured part (unless --count)")
-      ->capture_default_str();
-  load->add_option("-n,--count", load_flags.count,
-                   "jobs in the measured part (0: use --duration-s)")
-      ->capture_default_str();
-  load->add_option("--warmup-s", load_flags.warmup_s,
-                   "warm-up left out of the figures")
-      ->capture_default_str();
-  load->add_option("--streams-per-connection",
-                   load_flags.streams_per_connection,
-                   "GemmStream calls per connection; jobs are spread over "
-                   "all of them")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
-  load->add_option("--unary-share", load_flags.unary_share,
-                   "share of the jobs sent each on a call of its own (unary "
-                   "Gemm; GemmStream in chunks over 3 MiB) instead of on the "
-                   "streams")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  load->add_option("--job-timeout-ms", load_flags.job_timeout_ms,
-                   "server-side budget of each job (0: none)");
-  load->add_option("--verify-every", load_flags.verify_every,
-                   "check every Nth result against a float64 reference "
-                   "(0: never)")
-      ->capture_default_str();
-  load->add_option("--seed", load_flags.seed)->capture_default_str();
-  load->add_option("--json", load_flags.json_path, "write the report as JSON");
-  load->add_option("--csv", load_flags.csv_path,
-                   "write the summary as CSV (header and one row)");
-  load->add_option("--plot", load_flags.plot_prefix,
-                   "write PREFIX-latency.png and PREFIX-throughput.png "
-                   "(needs python3 with matplotlib)");
-  load->add_flag("-q,--quiet", load_flags.quiet, "no progress line");
+  CLI::Option* concurrency = AddLoadFlags(load, &load_flags);
 
   KernelTableOptions kernels_options;
   std::string kernels_json;
@@ -472,7 +302,9 @@ int main(int argc, char** argv) {
   if (info->parsed()) return RunInfo(common);
   if (health->parsed()) return RunHealth(common, health_service);
   if (load->parsed()) {
-    return RunLoadTest(common, load_flags, concurrency->count() > 0, argv[0]);
+    auto client = Connect(common);
+    if (!client.ok()) return Fail(client.status());
+    return RunLoadCommand(client->get(), load_flags, concurrency->count() > 0);
   }
   if (kernels->parsed())
     return RunKernels(common, kernels_options, kernels_json);

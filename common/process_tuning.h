@@ -43,11 +43,26 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "absl/synchronization/mutex.h"
 
 namespace gemm {
+
+namespace process_tuning_internal {
+// What this process set, for ReleaseFreeHeapMemory (heap_release.h): the
+// trim threshold (0: glibc's own, never set) and the arena limit (0:
+// glibc's, eight per core).
+inline std::atomic<uint64_t>& TrimThresholdSet() {
+  static std::atomic<uint64_t> bytes{0};
+  return bytes;
+}
+inline std::atomic<int>& ArenaLimitSet() {
+  static std::atomic<int> arenas{0};
+  return arenas;
+}
+}  // namespace process_tuning_internal
 
 inline void TuneProcess() {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
@@ -57,21 +72,29 @@ inline void TuneProcess() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   // Free memory at the top of a heap is given back only beyond 1 GiB.
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  process_tuning_internal::TrimThresholdSet() = uint64_t{1} << 30;
 #endif
 }
 
 // Free memory at the top of a malloc heap beyond `bytes` (at most 1 GiB)
 // is given back to the system when a large block is freed into it
 // (TuneProcess sets 1 GiB). The threads' arenas give theirs back only this
-// way: malloc_trim() does not reach their tops. Unlike the others here it
+// way: malloc_trim() does not reach their tops (ReleaseFreeHeapMemory,
+// heap_release.h, reaches them). Unlike the others here it
 // may be called once threads run (gemm-server knows its backend only
 // then): glibc sets the one word under the main arena's lock, and a
 // thread that reads it early trims by the old value once.
 inline void SetMallocTrimThreshold(uint64_t bytes) {
 #ifdef M_TRIM_THRESHOLD
-  mallopt(M_TRIM_THRESHOLD,
-          static_cast<int>(std::min<uint64_t>(bytes, uint64_t{1} << 30)));
+  bytes = std::min<uint64_t>(bytes, uint64_t{1} << 30);
+  mallopt(M_TRIM_THRESHOLD, static_cast<int>(bytes));
+  process_tuning_internal::TrimThresholdSet() = bytes;
 #endif
+}
+
+// The trim threshold this process set; 0 when it set none.
+inline uint64_t MallocTrimThresholdSet() {
+  return process_tuning_internal::TrimThresholdSet().load();
 }
 
 // At most `arenas` malloc arenas, the main one included. Call before
@@ -79,7 +102,13 @@ inline void SetMallocTrimThreshold(uint64_t bytes) {
 inline void LimitMallocArenas(int arenas) {
 #ifdef M_ARENA_MAX
   mallopt(M_ARENA_MAX, arenas);
+  process_tuning_internal::ArenaLimitSet() = arenas;
 #endif
+}
+
+// The arena limit this process set; 0 when it set none.
+inline int MallocArenaLimitSet() {
+  return process_tuning_internal::ArenaLimitSet().load();
 }
 
 // Raises the soft limit on open files to the hard one (a server takes a

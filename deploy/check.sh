@@ -160,8 +160,8 @@ step="drain"
 # drain delay (5 s), so every job must finish, and the server exit 0. The
 # client runs in a container of its own on the server's network, so that
 # it outlives the server's.
-if [ "$gpu" = 1 ]; then drain_load=(--shapes 4096x4096x4096 -n 40 -c 4)
-else drain_load=(--shapes 2048x2048x2048 -n 10 -c 2); fi
+if [ "$gpu" = 1 ]; then drain_load=(--shapes 4096x4096x4096 --count 40 -c 4)
+else drain_load=(--shapes 2048x2048x2048 --count 10 -c 2); fi
 "$engine" run --rm --network "container:$name" --entrypoint /opt/gemm/gemm-client \
   "$image" load -s 127.0.0.1:50051 "${drain_load[@]}" --warmup-s 0 \
   > /tmp/gemm-check-drain.txt 2>&1 &

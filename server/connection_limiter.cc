@@ -1,5 +1,6 @@
 #include "server/connection_limiter.h"
 
+#include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -35,6 +36,29 @@ size_t DescriptorCeiling(size_t reserved) {
                           std::min<size_t>(soft, 16));
 }
 
+// A connection's address and port: "ADDRESS PORT", the address as
+// ClientIdentityOf* names it; from the socket or from gRPC's peer name.
+std::string ConnectionKeyOfSocket(int fd) {
+  sockaddr_storage address;
+  socklen_t length = sizeof(address);
+  int port = 0;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    if (address.ss_family == AF_INET) {
+      port = ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+    } else if (address.ss_family == AF_INET6) {
+      port = ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
+    }
+  }
+  return absl::StrCat(ClientIdentityOfSocket(fd), " ", port);
+}
+
+std::string ConnectionKeyOfPeer(absl::string_view peer) {
+  const size_t colon = peer.rfind(':');
+  absl::string_view port =
+      colon == absl::string_view::npos ? "" : peer.substr(colon + 1);
+  return absl::StrCat(ClientIdentityOfPeer(peer), " ", port);
+}
+
 bool SameSocket(int fd, dev_t device, ino_t inode) {
   struct stat now;
   return fstat(fd, &now) == 0 && S_ISSOCK(now.st_mode) &&
@@ -48,8 +72,10 @@ ConnectionLimiter::ConnectionLimiter(const Options& options)
       reserve_(Reserve(options.reserved_descriptors)),
       descriptor_ceiling_(DescriptorCeiling(reserve_)) {}
 
-bool ConnectionLimiter::Admit(int fd) {
+bool ConnectionLimiter::Admit(int fd, std::string* refusal_out,
+                              bool* answerable) {
   std::string client = ClientIdentityOfSocket(fd);
+  std::string key = ConnectionKeyOfSocket(fd);
   struct stat socket;
   const bool known = fstat(fd, &socket) == 0;
   absl::MutexLock lock(&mu_);
@@ -67,11 +93,17 @@ bool ConnectionLimiter::Admit(int fd) {
   }
   if (!known) refusal = "its socket cannot be inspected";
   if (refusal.empty()) {
-    connections_.push_back({fd, socket.st_dev, socket.st_ino, client});
+    connections_.push_back(
+        {fd, socket.st_dev, socket.st_ino, client, std::move(key)});
     ++per_client_[client];
     return true;
   }
   ++refused_;
+  if (answerable != nullptr) {
+    *answerable = known && shut_out_.count(client) == 0 &&
+                  static_cast<size_t>(fd) < descriptor_ceiling_;
+  }
+  if (refusal_out != nullptr) *refusal_out = refusal;
   // One line per power of two refusals: a flood does not flood the log.
   if ((refused_ & (refused_ - 1)) == 0) {
     spdlog::warn("refused a connection from {}: {} ({} refused so far)", client,
@@ -105,12 +137,11 @@ std::string ConnectionLimiter::RefusalLocked(int fd,
                         options_.max_connections, ")");
   }
   if (options_.max_connections_per_client > 0) {
+    const size_t cap = ClientCap(options_.max_connections_per_client);
     auto it = per_client_.find(client);
-    if (it != per_client_.end() &&
-        it->second >= options_.max_connections_per_client) {
-      return absl::StrCat("the client holds ", it->second,
-                          " connections (--max-client-connections ",
-                          options_.max_connections_per_client, ")");
+    if (it != per_client_.end() && it->second >= cap) {
+      return absl::StrCat(client, " holds ", it->second, " connections (",
+                          CapText(options_.max_connections_per_client), ")");
     }
   }
   return "";
@@ -136,6 +167,56 @@ size_t ConnectionLimiter::ShutOut(const std::string& client, absl::Time until) {
   return shut;
 }
 
+size_t ConnectionLimiter::ClientCap(size_t configured) const {
+  size_t capacity = descriptor_ceiling_;
+  if (options_.max_connections > 0) {
+    capacity = std::min(capacity, options_.max_connections);
+  }
+  return std::min(configured, std::max<size_t>(1, capacity / 2));
+}
+
+std::string ConnectionLimiter::CapText(size_t configured) const {
+  const size_t cap = ClientCap(configured);
+  if (cap == configured) {
+    return absl::StrCat("--max-client-connections ", configured);
+  }
+  return absl::StrCat("--max-client-connections ", configured,
+                      ", held to half of the ", 2 * cap,
+                      " connections the server can hold");
+}
+
+absl::Status ConnectionLimiter::ClaimForIdentity(absl::string_view peer,
+                                                 const std::string& identity) {
+  if (options_.max_connections_per_identity == 0) return absl::OkStatus();
+  const std::string key = ConnectionKeyOfPeer(peer);
+  absl::MutexLock lock(&mu_);
+  if (identity_of_.count(key) > 0) return absl::OkStatus();
+  auto known = [&] {
+    return std::any_of(connections_.begin(), connections_.end(),
+                       [&](const Connection& c) { return c.key == key; });
+  };
+  if (!known()) return absl::OkStatus();
+  auto held = [&] {
+    auto it = per_identity_.find(identity);
+    return it == per_identity_.end() ? size_t{0} : it->second;
+  };
+  if (held() >= ClientCap(options_.max_connections_per_identity)) {
+    // Closed connections may still be counted: look again.
+    SweepLocked();
+    if (!known()) return absl::OkStatus();
+  }
+  size_t& count = per_identity_[identity];
+  if (count >= ClientCap(options_.max_connections_per_identity)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("client '", identity, "' holds ", count, " connections (",
+                     CapText(options_.max_connections_per_identity),
+                     "); this one is refused its calls"));
+  }
+  ++count;
+  identity_of_[key] = identity;
+  return absl::OkStatus();
+}
+
 void ConnectionLimiter::Sweep() {
   absl::MutexLock lock(&mu_);
   SweepLocked();
@@ -146,6 +227,14 @@ void ConnectionLimiter::SweepLocked() {
     if (SameSocket(c.fd, c.device, c.inode)) return false;
     auto it = per_client_.find(c.client);
     if (it != per_client_.end() && --it->second == 0) per_client_.erase(it);
+    if (auto claimed = identity_of_.find(c.key);
+        claimed != identity_of_.end()) {
+      auto count = per_identity_.find(claimed->second);
+      if (count != per_identity_.end() && --count->second == 0) {
+        per_identity_.erase(count);
+      }
+      identity_of_.erase(claimed);
+    }
     return true;
   };
   connections_.erase(

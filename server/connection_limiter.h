@@ -3,11 +3,18 @@
 // (tcp_acceptor.h), which closes a refused connection at once.
 //
 // A connection is refused when the client already holds
-// max_connections_per_client, when max_connections are open, or when its
+// max_connections_per_client (counted by address at accept; at most half
+// of the connections the server can hold, ClientCap), when
+// max_connections are open, or when its
 // descriptor number reaches the open-file limit less a reserve: the kernel
 // hands out the lowest free descriptor, so a high number means the table is
 // nearly full, and the reserve keeps descriptors free for everything else
 // the process opens.
+//
+// Where callers are known by more than their address (tokens, client
+// certificates), max_connections_per_identity counts a caller's connections
+// by its identity instead, at the first call on each (ClaimForIdentity):
+// clients behind one NAT or load balancer share an address, not a cap.
 //
 // A client can be shut out (ShutOut): its connections are closed under
 // gRPC (shutdown(2), so gRPC sees the peer go and ends its calls) and its
@@ -20,7 +27,8 @@
 // Thread-safety: thread-safe.
 //
 //   ConnectionLimiter limiter({.max_connections = 4096});
-//   if (!limiter.Admit(fd)) close(fd);
+//   std::string why;
+//   if (!limiter.Admit(fd, &why)) refuser.Refuse(fd, why);
 //   limiter.Sweep();  // now and then, for open()
 #ifndef GEMM_SERVER_CONNECTION_LIMITER_H_
 #define GEMM_SERVER_CONNECTION_LIMITER_H_
@@ -33,6 +41,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -44,8 +54,12 @@ class ConnectionLimiter {
     // Open connections at most, from all clients. Default 0: no cap but the
     // descriptor limit's.
     size_t max_connections = 0;
-    // Open connections at most from one client. Default 0: no cap.
+    // Open connections at most from one address, at accept. Default 0: no
+    // cap.
     size_t max_connections_per_client = 0;
+    // Open connections at most of one caller identity, at its first call
+    // on each (ClaimForIdentity). Default 0: no cap.
+    size_t max_connections_per_identity = 0;
     // Descriptors kept free under RLIMIT_NOFILE's soft limit (read when the
     // limiter is made) for everything but connections. Default 0: a quarter
     // of the limit, at most 256.
@@ -55,8 +69,19 @@ class ConnectionLimiter {
   explicit ConnectionLimiter(const Options& options);
 
   // Decides on a socket just accepted: true to serve it, false when a limit
-  // refuses it (the caller closes it). Logs refusals, rate-limited.
-  bool Admit(int fd);
+  // refuses it, with the reason in `refusal` (when not null). Logs
+  // refusals, rate-limited. `answerable` (when not null) says whether the
+  // client may be told (ConnectionRefuser): not when it is shut out or the
+  // descriptor table is nearly full.
+  bool Admit(int fd, std::string* refusal = nullptr,
+             bool* answerable = nullptr);
+  // The connection a call came on (`peer`, gRPC's name of it) is
+  // `identity`'s: OK when it already was, or when the identity holds fewer
+  // than max_connections_per_identity connections; RESOURCE_EXHAUSTED
+  // naming --max-client-connections otherwise. A peer not among the
+  // connections admitted (a Unix socket) is not counted.
+  absl::Status ClaimForIdentity(absl::string_view peer,
+                                const std::string& identity);
   // Forgets the connections whose sockets have been closed.
   void Sweep();
   // Shuts down every connection `client` holds and refuses its new ones
@@ -83,8 +108,17 @@ class ConnectionLimiter {
     dev_t device;
     ino_t inode;
     std::string client;
+    // Address and port, as ConnectionKey names them.
+    std::string key;
   };
 
+  // A client's cap: `configured`, but at most half of what the server can
+  // hold (max_connections, and the descriptors under the open-file limit's
+  // reserve), so that where descriptors are few one client's flood leaves
+  // room for the others.
+  size_t ClientCap(size_t configured) const;
+  // "--max-client-connections N", and why less applies, for refusals.
+  std::string CapText(size_t configured) const;
   // Drops the connections whose descriptors no longer hold their socket.
   void SweepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why `fd` from `client` is refused; empty when it is not.
@@ -97,6 +131,9 @@ class ConnectionLimiter {
   mutable absl::Mutex mu_;
   std::vector<Connection> connections_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, size_t> per_client_ ABSL_GUARDED_BY(mu_);
+  // Connections claimed by an identity (by key), and each identity's count.
+  std::map<std::string, std::string> identity_of_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, size_t> per_identity_ ABSL_GUARDED_BY(mu_);
   // Clients shut out, and until when.
   std::map<std::string, absl::Time> shut_out_ ABSL_GUARDED_BY(mu_);
   uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;

@@ -101,6 +101,29 @@ TEST(ConnectionLimiterTest, AClientAtItsCapIsRefusedUntilOneCloses) {
   EXPECT_EQ(limiter.open(), 0u);
 }
 
+TEST(ConnectionLimiterTest, OneClientHoldsAtMostHalfOfWhatTheServerCan) {
+  // Where the server can hold few connections (a low open-file limit, or
+  // --max-connections), one address's flood leaves half for the others.
+  ConnectionLimiter limiter(
+      {.max_connections = 8, .max_connections_per_client = 1024});
+  Loopback loopback;
+  std::vector<int> open;
+  for (int i = 0; i < 4; ++i) {
+    open.push_back(loopback.Accept());
+    EXPECT_TRUE(limiter.Admit(open.back()));
+  }
+  const int fifth = loopback.Accept();
+  std::string why;
+  bool answerable = false;
+  EXPECT_FALSE(limiter.Admit(fifth, &why, &answerable));
+  EXPECT_EQ(why,
+            "127.0.0.1 holds 4 connections (--max-client-connections 1024, "
+            "held to half of the 8 connections the server can hold)");
+  EXPECT_TRUE(answerable);
+  close(fifth);
+  for (int fd : open) close(fd);
+}
+
 TEST(ConnectionLimiterTest, TheTotalCapCountsEveryClient) {
   ConnectionLimiter limiter({.max_connections = 2});
   Loopback loopback;

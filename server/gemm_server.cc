@@ -32,6 +32,12 @@ namespace {
 
 constexpr char kServiceName[] = "gemm.v1.GemmService";
 
+// Whether callers are known by more than their address: a token, or a
+// client certificate's name.
+bool CallersHaveIdentities(const GemmServer::Options& options) {
+  return !options.token_file.empty() || !options.tls_client_ca_file.empty();
+}
+
 // The executor, with its host allocator, worker count and, where it runs
 // light jobs between the parts of heavy ones, which jobs are light.
 struct Backend {
@@ -218,6 +224,15 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
                ? 0
                : raw->connection_limiter_->ShutOut(client, until);
   };
+  if (CallersHaveIdentities(options)) {
+    service_options.claim_connection =
+        [raw](absl::string_view peer,
+              const std::string& identity) -> absl::Status {
+      return raw->connection_limiter_ == nullptr
+                 ? absl::OkStatus()
+                 : raw->connection_limiter_->ClaimForIdentity(peer, identity);
+    };
+  }
   server->service_ = std::make_unique<GemmServiceImpl>(
       service_options, server->executor_.get(), server->scheduler_.get());
 
@@ -235,12 +250,25 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
   } else {
     ConnectionLimiter::Options connections;
     connections.max_connections = options.max_connections;
-    connections.max_connections_per_client = options.max_connections_per_client;
+    if (CallersHaveIdentities(options)) {
+      connections.max_connections_per_client =
+          options.max_connections_per_address;
+      connections.max_connections_per_identity =
+          options.max_connections_per_client;
+    } else {
+      connections.max_connections_per_client =
+          options.max_connections_per_client;
+    }
     server->connection_limiter_ =
         std::make_unique<ConnectionLimiter>(connections);
+    // Under TLS a refused client cannot be told why in HTTP/2.
+    if (options.tls_cert_file.empty()) {
+      server->connection_refuser_ = std::make_unique<ConnectionRefuser>();
+    }
     ASSIGN_OR_RETURN(server->acceptor_,
                      TcpAcceptor::Listen(options.listen_address,
-                                         server->connection_limiter_.get()));
+                                         server->connection_limiter_.get(),
+                                         server->connection_refuser_.get()));
     server->port_ = server->acceptor_->port();
     // Several: gRPC holds a lock per acceptor through each hand-off, and
     // a hand-off can last as long as its client keeps sending (see

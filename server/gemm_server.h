@@ -22,6 +22,7 @@
 #include "server/batch_scheduler.h"
 #include "server/call_auth.h"
 #include "server/connection_limiter.h"
+#include "server/connection_refuser.h"
 #include "server/cuda_executor_options.h"
 #include "server/executor.h"
 #include "server/gemm_service.h"
@@ -83,17 +84,24 @@ class GemmServer {
     // slot. Bounds what one connection can make the server hold in calls.
     // Default 1024; 0: gRPC's own (no limit).
     int max_concurrent_streams = 1024;
-    // Connections open at once, from all clients and from one client (its
-    // address: client_identity.h); a connection past either is closed as
-    // soon as it is accepted, and so is one whose descriptor comes within
-    // a quarter of the open-file limit (at most 256 descriptors) of it, so
-    // that accepting never runs out of descriptors (connection_limiter.h).
-    // Each connection may hold about one HTTP/2 connection window of data
-    // the server has not asked for (several MiB with BDP probing), so one
-    // client's cap bounds what it can make gRPC hold: 32 connections of
-    // unfinished unary calls took 146 MB at CI size and left the other
-    // clients whole, where 120 filled a 256 MiB quota (docs/load-testing.md).
-    // Defaults 10000 and 32; 0: no cap but the descriptor limit's.
+    // Connections open at once, from all clients and from one client; a
+    // connection past either is refused as soon as it is accepted, and so
+    // is one whose descriptor comes within a quarter of the open-file limit
+    // (at most 256 descriptors) of it, so that accepting never runs out of
+    // descriptors (connection_limiter.h). A refused client's calls fail
+    // with RESOURCE_EXHAUSTED and the reason (connection_refuser.h).
+    // A client is its address (client_identity.h); where callers are known
+    // by token or client certificate (token_file, tls_client_ca_file), it
+    // is that identity, counted at each connection's first call, and one
+    // address may hold max_connections_per_address, so that the clients
+    // behind one NAT or load balancer do not share one cap.
+    // A legitimate load generator on one host opens hundreds of
+    // connections (one per stream is a common pattern): 1024 lets it, and
+    // a flood from one address still meets the descriptor reserve and
+    // max_connections. Unread data per connection is bounded apart: unary
+    // requests are read in their client's turn (--max-client-unary-reads)
+    // and gRPC's buffers under --grpc-memory-bytes.
+    // Defaults 10000, 1024 and 4096; 0: no cap but the descriptor limit's.
     // TLS: the server's certificate chain and private key (PEM files).
     // Both empty (the default): plaintext.
     std::string tls_cert_file;
@@ -105,7 +113,8 @@ class GemmServer {
     // health service and reflection do not ask. Default empty: none.
     std::string token_file;
     size_t max_connections = 10000;
-    size_t max_connections_per_client = 32;
+    size_t max_connections_per_client = 1024;
+    size_t max_connections_per_address = 4096;
     // Calls a client address may cancel before their requests are read (a
     // stream that sent nothing, a unary call still unread), at once; the
     // allowance refills at a tenth of it a second. A client that spends it
@@ -231,6 +240,8 @@ class GemmServer {
   HostAllocator* host_allocator_ = nullptr;
   std::unique_ptr<BatchScheduler> scheduler_;
   std::unique_ptr<ConnectionLimiter> connection_limiter_;
+  // Tells refused clients why (plaintext listeners); outlives acceptor_.
+  std::unique_ptr<ConnectionRefuser> connection_refuser_;
   std::unique_ptr<CallAuthenticator> authenticator_;
   std::unique_ptr<GemmServiceImpl> service_;
   std::unique_ptr<ReflectionService> reflection_;

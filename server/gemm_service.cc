@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/heap_release.h"
 #include "common/status_macros.h"
 #include "proto/wire_codec.h"
 #include "server/client_identity.h"
@@ -71,24 +72,52 @@ GemmServiceImpl::GemmServiceImpl(const Options& options, Executor* executor,
   absl::Duration period = absl::Seconds(1);
   if (stall > absl::ZeroDuration()) period = std::min(period, stall / 4);
   if (idle > absl::ZeroDuration()) period = std::min(period, idle / 4);
+  // Quick enough to see the server go quiet within kQuietBeforeRelease.
+  period = std::min(period, absl::Milliseconds(250));
   period = std::max(period, absl::Milliseconds(10));
   sweeper_ = std::thread([this, period, stall] {
     absl::Time last_trim = absl::Now();
+    uint64_t last_activity = Activity();
+    absl::Time quiet_since = absl::Now();
+    bool released = true;  // nothing to give back before the first job
     while (!stop_sweeping_.WaitForNotificationWithTimeout(period)) {
       const absl::Time now = absl::Now();
       if (stall > absl::ZeroDuration()) streams_.ExpireStalled(now);
       regions_.ExpireIdle(now);
-      // Memory freed after a burst (or an attack) stays with the process
-      // under the allocator's 1 GiB trim threshold (process_tuning.h);
-      // give it back to the system every 10 s. Of gemm-server's two
-      // arenas, the main one's top is trimmed too; the other's stays (at
-      // most one 64 MiB heap).
+      // Memory a burst (or an attack) leaves in malloc's heaps stays with
+      // the process under the trim threshold (1 GiB, so that large jobs
+      // reuse it while they run; heap_release.h). Once the server has been
+      // quiet for kQuietBeforeRelease, all of it is given back, the
+      // threads' arenas' tops included; while jobs run, malloc_trim every
+      // 10 s gives back the main arena's top and whole free pages.
+      const uint64_t activity = Activity();
+      if (activity != last_activity || inflight_bytes() != 0) {
+        last_activity = activity;
+        quiet_since = now;
+        released = false;
+      } else if (!released && now - quiet_since >= kQuietBeforeRelease) {
+        const uint64_t before = ResidentBytes();
+        ReleaseFreeHeapMemory();
+        releases_.fetch_add(1);
+        spdlog::debug(
+            "quiet for {} ms: free heap memory given back, RSS {} "
+            "-> {} MiB",
+            absl::ToInt64Milliseconds(kQuietBeforeRelease), before >> 20,
+            ResidentBytes() >> 20);
+        released = true;
+        last_trim = now;
+      }
       if (now - last_trim >= absl::Seconds(10)) {
         malloc_trim(0);
         last_trim = now;
       }
     }
   });
+}
+
+uint64_t GemmServiceImpl::Activity() const {
+  const JobCounts& counts = intake_.counts();
+  return counts.ok() + counts.failed() + counts.rejected();
 }
 
 GemmServiceImpl::~GemmServiceImpl() {
@@ -193,7 +222,12 @@ absl::StatusOr<std::string> GemmServiceImpl::Identify(
   if (options_.authenticator == nullptr) {
     return ClientIdentityOfPeer(context.peer());
   }
-  return options_.authenticator->Identify(context);
+  absl::StatusOr<std::string> identity =
+      options_.authenticator->Identify(context);
+  if (identity.ok() && options_.claim_connection) {
+    RETURN_IF_ERROR(options_.claim_connection(context.peer(), *identity));
+  }
+  return identity;
 }
 
 void GemmServiceImpl::Drain() {

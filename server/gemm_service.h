@@ -104,6 +104,13 @@ class GemmServiceImpl final : public GemmServiceBase {
     // by GemmServer where it owns the listener. Default: none (the guard
     // only logs).
     std::function<size_t(const std::string& client, absl::Time until)> shut_out;
+    // Claims the connection a call came on (its gRPC peer name) for the
+    // caller's identity (ConnectionLimiter::ClaimForIdentity), where
+    // callers are known by token or certificate; a call on a connection
+    // past the identity's cap fails with its status. Default: none.
+    std::function<absl::Status(absl::string_view peer,
+                               const std::string& identity)>
+        claim_connection;
     // grpc.health.v1, served with the unary calls (unary_calls()); must
     // outlive the service. Default nullptr: not served.
     HealthService* health = nullptr;
@@ -154,6 +161,11 @@ class GemmServiceImpl final : public GemmServiceBase {
 
   // Jobs turned away before they were accepted (Info's jobs_rejected).
   uint64_t rejected_jobs() const { return intake_.counts().rejected(); }
+  // Times the server gave malloc's free memory back after going quiet.
+  uint64_t heap_releases() const { return releases_.load(); }
+  // How long the server is quiet (no job answered, none in flight) before
+  // the memory a burst left is given back (heap_release.h).
+  static constexpr absl::Duration kQuietBeforeRelease = absl::Milliseconds(500);
   // Unary Gemm calls whose request is being read, and those waiting for
   // their turn (unary_read_gate.h).
   size_t unary_calls_reading() const { return read_gate_.reading(); }
@@ -197,6 +209,8 @@ class GemmServiceImpl final : public GemmServiceBase {
                          const absl::Status& status);
   // What Info answers.
   v1::InfoResponse Describe() const;
+  // Jobs answered or refused so far: changes while the server works.
+  uint64_t Activity() const;
   // The caller's identity, or UNAUTHENTICATED (call_auth.h).
   absl::StatusOr<std::string> Identify(
       const grpc::CallbackServerContext& context) const;
@@ -215,7 +229,8 @@ class GemmServiceImpl final : public GemmServiceBase {
   CancelFloodGuard cancel_flood_;
   UnaryCalls unary_calls_{this};
   // Expires stalled stream jobs every quarter of the stall timeout (at most
-  // a second apart), and idle regions.
+  // 250 ms apart), and idle regions; gives memory back once quiet.
+  std::atomic<uint64_t> releases_{0};
   absl::Notification stop_sweeping_;
   std::thread sweeper_;
   const absl::Time start_time_ = absl::Now();

@@ -9,17 +9,15 @@
 namespace gemm::server {
 namespace {
 
-// glibc's trim threshold by backend (--malloc-trim-threshold-mib 0). On
-// CUDA, jobs live in pinned blocks and gRPC's buffers are what the heaps
-// hold: at 8 MiB the threads' arenas give back their tops after a
-// full-size attack (H200 host: 38-50 MiB kept over idle, against 156-176
-// at 1024), at 1-11% of 128^3 unary throughput and none on streams. On the
-// CPU, jobs' operands are heap blocks that a low threshold gives back and
-// faults in again per job: 1024^3 on two cores ran at 13 jobs/s against
-// 40-46 (docs/decisions.md 51), 2048^3 at 32 MiB at 3-4 against 5.5-5.8
-// (55).
-constexpr int kCudaTrimThresholdMib = 8;
-constexpr int kCpuTrimThresholdMib = 1024;
+// glibc's trim threshold (--malloc-trim-threshold-mib 0), on both
+// backends: free memory at a heap's top stays for the next large block
+// while jobs run, and the server gives it back once quiet
+// (heap_release.h). At 8 MiB on CUDA (decision 51) every large gRPC
+// buffer's pages were given back on free and faulted in again: on the H200
+// host 1024^3 jobs ran at 471 jobs/s against 970 at 1024, 4096^3 at 32.7
+// against 48.9 (decision 56). On the CPU, jobs' operands are heap blocks
+// too: 1024^3 on two cores ran at 13 jobs/s at 8 against 40-46.
+constexpr int kTrimThresholdMib = 1024;
 
 // Two arenas per core (--malloc-arenas 0), where glibc allows eight. With
 // gRPC's pools sized for 16 cores on a small host (grpc_cores.h), its
@@ -43,7 +41,8 @@ void AddProcessFlags(CLI::App& app, ProcessSettings& settings) {
                  settings.malloc_trim_threshold_mib,
                  "free memory at the top of a malloc heap beyond this many "
                  "MiB is given back to the system as large blocks are freed "
-                 "(0: the backend's choice, 8 on CUDA, 1024 on the CPU)")
+                 "(0: 1024; the server gives it back anyway once it has "
+                 "been quiet for half a second)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   app.add_option("--grpc-cores", settings.grpc_cores,
@@ -62,12 +61,9 @@ void ApplyBeforeStart(const ProcessSettings& settings) {
   SetGrpcCores(static_cast<unsigned>(settings.grpc_cores));
 }
 
-int ApplyTrimThreshold(const ProcessSettings& settings,
-                       absl::string_view backend) {
+int ApplyTrimThreshold(const ProcessSettings& settings) {
   int mib = settings.malloc_trim_threshold_mib;
-  if (mib == 0) {
-    mib = backend == "cuda" ? kCudaTrimThresholdMib : kCpuTrimThresholdMib;
-  }
+  if (mib == 0) mib = kTrimThresholdMib;
   SetMallocTrimThreshold(uint64_t(mib) << 20);
   return mib;
 }

@@ -1,8 +1,7 @@
 // gemm-server's process-wide settings, as flags: glibc's malloc arenas and
 // trim threshold, and the core count gRPC sizes its own thread pools by.
-// Each is made once, before (or, the trim threshold, just after) the server
-// starts; common/process_tuning.h and server/grpc_cores.h say why each
-// matters and how it was measured.
+// Each is made once, before the server starts; common/process_tuning.h and
+// server/grpc_cores.h say why each matters and how it was measured.
 //
 // Thread-safety: call from main(), in the order below.
 //
@@ -10,12 +9,10 @@
 //   AddProcessFlags(app, settings);
 //   CLI11_PARSE(app, argc, argv);
 //   ApplyBeforeStart(settings);               // before any thread or gRPC
+//   int mib = ApplyTrimThreshold(settings);
 //   auto server = GemmServer::Create(options);
-//   int mib = ApplyTrimThreshold(settings, backend);
 #ifndef GEMM_SERVER_PROCESS_FLAGS_H_
 #define GEMM_SERVER_PROCESS_FLAGS_H_
-
-#include "absl/strings/string_view.h"
 
 namespace CLI {
 class App;
@@ -26,8 +23,7 @@ namespace gemm::server {
 struct ProcessSettings {
   // At most this many malloc arenas; 0: two per core of the host.
   int malloc_arenas = 0;
-  // glibc's trim threshold in MiB; 0: the backend's choice (8 on CUDA,
-  // 1024 on the CPU).
+  // glibc's trim threshold in MiB; 0: 1024.
   int malloc_trim_threshold_mib = 0;
   // The cores gRPC sizes its pools by; 0: the host's, at least 16.
   int grpc_cores = 0;
@@ -39,10 +35,8 @@ void AddProcessFlags(CLI::App& app, ProcessSettings& settings);
 // The arenas and gRPC's core count. Before the server starts any thread.
 void ApplyBeforeStart(const ProcessSettings& settings);
 
-// The trim threshold for `backend` ("cuda" or "cpu"); returns the MiB now
-// in force.
-int ApplyTrimThreshold(const ProcessSettings& settings,
-                       absl::string_view backend);
+// The trim threshold; returns the MiB now in force.
+int ApplyTrimThreshold(const ProcessSettings& settings);
 
 }  // namespace gemm::server
 

@@ -182,8 +182,17 @@ int RunServerMain(int argc, char** argv,
                  "(0: no cap but the open-file limit's)")
       ->capture_default_str();
   app.add_option("--max-client-connections", options.max_connections_per_client,
-                 "connections open at once from one client address (0: no "
-                 "cap)")
+                 "connections open at once from one client: its address, or "
+                 "its token's or certificate's name with --token-file or "
+                 "--tls-client-ca (counted at each connection's first call); "
+                 "a refused client's calls fail with RESOURCE_EXHAUSTED and "
+                 "the reason (0: no cap)")
+      ->capture_default_str();
+  app.add_option("--max-address-connections",
+                 options.max_connections_per_address,
+                 "with --token-file or --tls-client-ca, connections open at "
+                 "once from one address, which the clients behind a NAT or "
+                 "load balancer share (0: no cap)")
       ->capture_default_str();
   app.add_option("--max-client-early-cancels", options.max_client_early_cancels,
                  "calls a client address may cancel before their requests "
@@ -383,13 +392,12 @@ int RunServerMain(int argc, char** argv,
     devices_lost.store(true);
     kill(getpid(), SIGTERM);
   };
+  const int malloc_trim_threshold_mib = ApplyTrimThreshold(process);
   auto server = GemmServer::Create(options);
   if (!server.ok()) {
     spdlog::critical("cannot start: {}", server.status().ToString());
     return 1;
   }
-  const int malloc_trim_threshold_mib =
-      ApplyTrimThreshold(process, (*server)->executor().backend());
   const auto devices = (*server)->executor().devices();
   spdlog::info(
       "gemm-server {} listening on port {} (backend {}, device {}; up to {} "

@@ -105,7 +105,8 @@ class OwnedSocket {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TcpAcceptor>> TcpAcceptor::Listen(
-    const std::string& address, ConnectionLimiter* limiter) {
+    const std::string& address, ConnectionLimiter* limiter,
+    ConnectionRefuser* refuser) {
   std::string host, port_text;
   if (!SplitHostPort(address, &host, &port_text)) {
     return absl::InvalidArgumentError(
@@ -161,12 +162,15 @@ absl::StatusOr<std::unique_ptr<TcpAcceptor>> TcpAcceptor::Listen(
         absl::StrCat("cannot listen on ", address, ": ", error));
   }
   return std::unique_ptr<TcpAcceptor>(
-      new TcpAcceptor(std::move(listeners), port, limiter));
+      new TcpAcceptor(std::move(listeners), port, limiter, refuser));
 }
 
 TcpAcceptor::TcpAcceptor(std::vector<int> listeners, int port,
-                         ConnectionLimiter* limiter)
-    : listeners_(std::move(listeners)), port_(port), limiter_(limiter) {
+                         ConnectionLimiter* limiter, ConnectionRefuser* refuser)
+    : listeners_(std::move(listeners)),
+      port_(port),
+      limiter_(limiter),
+      refuser_(refuser) {
   if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
   spare_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
@@ -234,8 +238,14 @@ void TcpAcceptor::AcceptLoop() {
         const int fd = accept4(polled[i].fd, nullptr, nullptr,
                                SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
-          if (!limiter_->Admit(fd)) {
-            close(fd);
+          std::string refusal;
+          bool answerable = false;
+          if (!limiter_->Admit(fd, &refusal, &answerable)) {
+            if (refuser_ != nullptr && answerable) {
+              refuser_->Refuse(fd, refusal);
+            } else {
+              close(fd);
+            }
             continue;
           }
           HandOff(polled[i].fd, fd);

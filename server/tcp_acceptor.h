@@ -6,7 +6,8 @@
 //
 // gRPC 1.51's own listener stops accepting for good the first time
 // accept4() fails with EMFILE, and has no connection cap. Here a refused
-// connection is closed at once, before gRPC sees it; when the descriptor
+// connection never reaches gRPC: it is told why (ConnectionRefuser) or
+// closed at once; when the descriptor
 // table is full, a spare descriptor is given up to accept and close the
 // waiting connection (so that the backlog drains and clients see a close
 // instead of a hang), and accepting goes on.
@@ -46,6 +47,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/server_builder.h"
 #include "server/connection_limiter.h"
+#include "server/connection_refuser.h"
 #include "server/elastic_threads.h"
 
 namespace gemm::server {
@@ -63,9 +65,12 @@ class TcpAcceptor {
 
   // Binds and listens on `address` ("host:port", "[v6]:port"; port 0 picks
   // a free port): every address the host resolves to, a wildcard IPv6
-  // address taking IPv4 too. `limiter` must outlive the acceptor.
+  // address taking IPv4 too. `limiter` must outlive the acceptor, and so
+  // must `refuser`, which tells refused clients why (null: they are
+  // closed at once).
   static absl::StatusOr<std::unique_ptr<TcpAcceptor>> Listen(
-      const std::string& address, ConnectionLimiter* limiter);
+      const std::string& address, ConnectionLimiter* limiter,
+      ConnectionRefuser* refuser = nullptr);
   ~TcpAcceptor();  // Stop()
 
   // The port listened on.
@@ -106,7 +111,8 @@ class TcpAcceptor {
   HandoffCounts handoff_counts();
 
  private:
-  TcpAcceptor(std::vector<int> listeners, int port, ConnectionLimiter* limiter);
+  TcpAcceptor(std::vector<int> listeners, int port, ConnectionLimiter* limiter,
+              ConnectionRefuser* refuser);
   void AcceptLoop();
   // Accepts and closes one waiting connection on `listener` with the spare
   // descriptor, when the table is full.
@@ -117,6 +123,7 @@ class TcpAcceptor {
   std::vector<int> listeners_;
   const int port_;
   ConnectionLimiter* const limiter_;
+  ConnectionRefuser* const refuser_;
   std::vector<std::unique_ptr<Handoff>> handoffs_;
   absl::Mutex handoff_mutex_;
   // The acceptors no hand-off is using now. The pool has at most as many

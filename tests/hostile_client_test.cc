@@ -31,6 +31,7 @@
 #include "proto/gemm.grpc.pb.h"
 #include "proto/wire_codec.h"
 #include "server/blocking_generic_call.h"
+#include "tests/loopback_connections.h"
 #include "tests/metrics_scrape.h"
 #include "tests/server_process.h"
 
@@ -38,6 +39,7 @@ namespace gemm {
 namespace {
 
 using server::BlockingGenericCall;
+using testing::ConnectMany;
 using testing::ServerProcess;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
@@ -69,26 +71,6 @@ v1::GemmRequest Request(uint32_t m, uint32_t n, uint32_t k,
   request.set_a(a.data(), 4 * a.size());
   request.set_b(b.data(), 4 * b.size());
   return request;
-}
-
-// Plain TCP connections to 127.0.0.1:`port`, held open.
-std::vector<int> ConnectMany(int port, int count) {
-  std::vector<int> fds;
-  sockaddr_in address = {};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  for (int i = 0; i < count; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) break;
-    if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) !=
-        0) {
-      close(fd);
-      break;
-    }
-    fds.push_back(fd);
-  }
-  return fds;
 }
 
 // A path in the test's temporary folder, no file there yet.
@@ -142,27 +124,6 @@ TEST(ConnectionTest, TheListenerOutlivesAFloodOfConnections) {
 // asked for (several MiB with BDP probing), so 120 connections of one
 // client with unfinished unary calls filled a 256 MiB quota, which then
 // cancelled other clients' calls. By default one client keeps 32.
-TEST(ConnectionTest, OneClientHoldsAtMost32ConnectionsByDefault) {
-  ServerProcess server({"--listen", "[::]:0"});
-  ASSERT_TRUE(server.Start().ok());
-  std::vector<int> connections = ConnectMany(server.port(), 40);
-  ASSERT_EQ(connections.size(), 40u);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  // A connection the server closed reads end-of-file at once; one it kept
-  // has nothing to read (gRPC waits for the client's preface).
-  int closed = 0;
-  for (int fd : connections) {
-    char byte;
-    const ssize_t n = recv(fd, &byte, 1, MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno == ECONNRESET)) ++closed;
-  }
-  EXPECT_EQ(closed, 8) << "of 40 connections from one address";
-  // Another client is served.
-  EXPECT_TRUE(CallInfo(server.address_v6()).ok());
-  for (int fd : connections) close(fd);
-  EXPECT_EQ(server.Stop(SIGTERM), 0);
-}
-
 v1::StreamRequest Declare(uint64_t id, uint32_t m, uint32_t n, uint32_t k) {
   v1::StreamRequest request;
   request.set_job_id(id);

@@ -19,55 +19,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "tests/client_cli.h"
 #include "tests/server_process.h"
 
 namespace gemm {
 namespace {
 
-using testing::RunfilePath;
+using testing::CliResult;
+using testing::JsonNumber;
+using testing::ReadFile;
+using testing::RunClient;
 using testing::ServerProcess;
-
-std::string TempPath(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-struct CliResult {
-  int exit_code = -1;
-  std::string out;  // stdout
-};
-
-// Runs gemm-client with `args`; stdout is captured, stderr passes through.
-CliResult RunClient(const std::vector<std::string>& args) {
-  static int runs = 0;
-  const std::string out_path =
-      TempPath(absl::StrCat("client-", runs++, ".out"));
-  const std::string command =
-      absl::StrCat(RunfilePath("client/gemm-client"), " ",
-                   absl::StrJoin(args, " "), " > ", out_path);
-  const int status = std::system(command.c_str());
-  CliResult result;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  result.out = ReadFile(out_path);
-  return result;
-}
-
-// The number after "key": in a JSON text (first occurrence), or -1.
-double JsonNumber(const std::string& json, const std::string& key) {
-  std::smatch match;
-  if (std::regex_search(json, match,
-                        std::regex("\"" + key + "\": ([-0-9.e+]+)"))) {
-    return std::stod(match[1]);
-  }
-  return -1;
-}
+using testing::TempPath;
 
 TEST(LoadTest, CountModeReportsExactlyTheCountWithNoErrors) {
   ServerProcess server;
@@ -177,7 +140,11 @@ TEST(LoadTest, FailedJobsAreCountedByCodeAndAddUp) {
       RunClient({"load", "-s", server.address(), "--shapes", "24x16x8",
                  "--kernel", "broken", "-c", "16", "--count", "300",
                  "--warmup-s", "0", "-q", "--json", json});
-  ASSERT_EQ(r.exit_code, 0) << r.out;
+  // The report is written; the run fails, as no job succeeded.
+  ASSERT_EQ(r.exit_code, 4) << r.out;
+  EXPECT_NE(r.err.find("no job succeeded: 300 failed: INTERNAL 300"),
+            std::string::npos)
+      << r.err;
   const std::string report = ReadFile(json);
   EXPECT_EQ(JsonNumber(report, "count"), 300) << report;
   EXPECT_EQ(JsonNumber(report, "ok"), 0);

@@ -1,0 +1,130 @@
+#include "server/connection_refuser.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+
+namespace gemm::server {
+namespace {
+
+// A loopback listener whose every connection goes to a ConnectionRefuser.
+class RefusingListener {
+ public:
+  explicit RefusingListener(const std::string& reason) : reason_(reason) {
+    listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address = {};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    bind(listener_, reinterpret_cast<sockaddr*>(&address), length);
+    listen(listener_, 128);
+    getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] {
+      while (true) {
+        const int fd =
+            accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) return;  // the listener was shut down
+        refuser_.Refuse(fd, reason_);
+      }
+    });
+  }
+  ~RefusingListener() {
+    shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    close(listener_);
+  }
+  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+  ConnectionRefuser& refuser() { return refuser_; }
+
+ private:
+  const std::string reason_;
+  ConnectionRefuser refuser_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+grpc::Status GenericCall(const std::string& target) {
+  auto channel =
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(10));
+  grpc::Slice empty("");
+  grpc::ByteBuffer request(&empty, 1), response;
+  std::atomic<bool> done{false};
+  grpc::Status status;
+  stub.UnaryCall(&context, "/gemm.v1.GemmService/Info", grpc::StubOptions(),
+                 &request, &response, [&](grpc::Status s) {
+                   status = s;
+                   done = true;
+                 });
+  while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return status;
+}
+
+TEST(ConnectionRefuserTest, AGrpcClientReadsTheReason) {
+  const std::string reason =
+      "127.0.0.1 holds 1024 connections (--max-client-connections 1024); "
+      "caf\xc3\xa9 100%";
+  RefusingListener listener(reason);
+  const grpc::Status status = GenericCall(listener.target());
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << status.error_message();
+  EXPECT_EQ(status.error_message(),
+            "gemm-server refused the connection: " + reason);
+  EXPECT_GE(listener.refuser().answered(), 1u);
+}
+
+TEST(ConnectionRefuserTest, AFloodIsClosedPastThePendingBound) {
+  RefusingListener listener("too many");
+  // Plain connections that say nothing: each is held until kLinger.
+  std::vector<int> fds;
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(
+      std::stoi(listener.target().substr(listener.target().find(':') + 1)));
+  const size_t flood = ConnectionRefuser::kMaxPending + 16;
+  for (size_t i = 0; i < flood; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_EQ(
+        connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    fds.push_back(fd);
+  }
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (listener.refuser().answered() + listener.refuser().closed_at_once() <
+             flood &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(listener.refuser().answered(), ConnectionRefuser::kMaxPending);
+  EXPECT_EQ(listener.refuser().closed_at_once(), 16u);
+  // An answered connection reads the server's SETTINGS, then GOAWAY and
+  // end-of-file within kLinger.
+  std::string got;
+  char buffer[256];
+  ssize_t n;
+  while ((n = recv(fds[0], buffer, sizeof(buffer), 0)) > 0)
+    got.append(buffer, n);
+  EXPECT_EQ(got.substr(0, 9), ConnectionRefuser::ServerPreface());
+  EXPECT_EQ(got.substr(9), ConnectionRefuser::GoAway(0, "too many"));
+  for (int fd : fds) close(fd);
+}
+
+}  // namespace
+}  // namespace gemm::server
