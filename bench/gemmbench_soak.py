@@ -128,9 +128,10 @@ def soak_checks(results):
     def check(name, ok, detail):
         checks.append({"name": name, "ok": bool(ok), "detail": detail})
 
-    # The client's exit code is 2 when a result was wrong (the results
-    # check says so); anything else but 0 means no trustworthy report.
-    check("ran", results["report"] is not None and results["client_rc"] in (0, 2)
+    # The client's exit code is 2 when a result was wrong and 4 when jobs
+    # failed, were lost or the counts disagree (the checks below say which);
+    # anything else but 0 means no trustworthy report.
+    check("ran", results["report"] is not None and results["client_rc"] in (0, 2, 4)
           and results["server_exit"] == 0,
           f"client exit {results['client_rc']}, server exit {results['server_exit']}"
           + ("" if results["report"] is not None else ", no client report"))
