@@ -130,36 +130,37 @@ ConnectionRefuser::~ConnectionRefuser() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
+  Wake();
+  thread_.join();
+  // The loop has returned: what it held, and what it never took, is closed.
+  for (auto& [fd, pending] : pending_) close(fd);
+  for (auto& [fd, reason] : incoming_) close(fd);
+  for (int fd : wake_) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+void ConnectionRefuser::Wake() {
   const char byte = 0;
   if (write(wake_[1], &byte, 1) < 0) {
     // Full: a wake-up is pending already.
-  }
-  thread_.join();
-  for (auto& [fd, pending] : pending_) close(fd);
-  for (int fd : wake_) {
-    if (fd >= 0) close(fd);
   }
 }
 
 void ConnectionRefuser::Refuse(int fd, const std::string& reason) {
   {
     absl::MutexLock lock(&mu_);
-    if (!stopping_ && wake_[1] >= 0 && pending_.size() < kMaxPending) {
-      Pending& p = pending_[fd];
-      p.reason = reason;
-      p.deadline = absl::Now() + kLinger;
+    if (!stopping_ && wake_[1] >= 0 && held_ < kMaxPending) {
+      ++held_;
       ++answered_;
-      SendAll(fd, ServerPreface());
+      incoming_.emplace_back(fd, reason);
     } else {
       ++closed_at_once_;
       close(fd);
       return;
     }
   }
-  const char byte = 0;
-  if (write(wake_[1], &byte, 1) < 0) {
-    // Full: a wake-up is pending already.
-  }
+  Wake();
 }
 
 uint64_t ConnectionRefuser::answered() const {
@@ -175,7 +176,9 @@ uint64_t ConnectionRefuser::closed_at_once() const {
 bool ConnectionRefuser::Serve(int fd, Pending& p) {
   char buffer[16384];
   std::string out;
-  while (true) {
+  // A bounded read per wake-up, so that a client that keeps sending holds
+  // the loop no longer than another.
+  for (int reads = 0; reads < 4; ++reads) {
     const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
     if (n == 0) return false;  // the client closed its end
     if (n < 0) {
@@ -237,35 +240,46 @@ bool ConnectionRefuser::Frames(Pending& p, std::string& out) {
 
 void ConnectionRefuser::Loop() {
   std::vector<pollfd> polled;
+  std::vector<std::pair<int, std::string>> arrived;
   while (true) {
-    absl::Time next = absl::InfiniteFuture();
-    polled.clear();
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
-      const absl::Time now = absl::Now();
-      for (auto it = pending_.begin(); it != pending_.end();) {
-        Pending& p = it->second;
-        if (!p.goaway_sent && p.last_answer + kQuietBeforeGoAway <= now) {
-          // Every call it started is answered, and it has started no other
-          // for a while: the connection goes.
-          SendGoAway(it->first, p);
-          p.deadline = std::min(p.deadline, now + kQuietBeforeGoAway);
-        }
-        if (p.deadline <= now) {
-          // The client did not close its end in time (or sent no call).
-          if (!p.goaway_sent) SendGoAway(it->first, p);
-          close(it->first);
-          it = pending_.erase(it);
-          continue;
-        }
-        next = std::min(next, p.deadline);
-        if (!p.goaway_sent) {
-          next = std::min(next, p.last_answer + kQuietBeforeGoAway);
-        }
-        polled.push_back({it->first, POLLIN, 0});
-        ++it;
+      arrived.swap(incoming_);
+    }
+    const absl::Time now = absl::Now();
+    for (auto& [fd, reason] : arrived) {
+      Pending& p = pending_[fd];
+      p.reason = std::move(reason);
+      p.deadline = now + kLinger;
+      SendAll(fd, ServerPreface());
+    }
+    arrived.clear();
+    absl::Time next = absl::InfiniteFuture();
+    polled.clear();
+    size_t closed = 0;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      Pending& p = it->second;
+      if (!p.goaway_sent && p.last_answer + kQuietBeforeGoAway <= now) {
+        // Every call it started is answered, and it has started no other
+        // for a while: the connection goes.
+        SendGoAway(it->first, p);
+        p.deadline = std::min(p.deadline, now + kQuietBeforeGoAway);
       }
+      if (p.deadline <= now) {
+        // The client did not close its end in time (or sent no call).
+        if (!p.goaway_sent) SendGoAway(it->first, p);
+        close(it->first);
+        it = pending_.erase(it);
+        ++closed;
+        continue;
+      }
+      next = std::min(next, p.deadline);
+      if (!p.goaway_sent) {
+        next = std::min(next, p.last_answer + kQuietBeforeGoAway);
+      }
+      polled.push_back({it->first, POLLIN, 0});
+      ++it;
     }
     polled.push_back({wake_[0], POLLIN, 0});
     const int timeout_ms =
@@ -275,14 +289,12 @@ void ConnectionRefuser::Loop() {
                   1, absl::ToInt64Milliseconds(next - absl::Now()) + 1));
     if (poll(polled.data(), polled.size(), timeout_ms) < 0 && errno != EINTR) {
       absl::SleepFor(absl::Milliseconds(10));
-      continue;
     }
     if (polled.back().revents != 0) {
       char drain[64];
       while (read(wake_[0], drain, sizeof(drain)) > 0) {
       }
     }
-    absl::MutexLock lock(&mu_);
     for (size_t i = 0; i + 1 < polled.size(); ++i) {
       if (polled[i].revents == 0) continue;
       auto it = pending_.find(polled[i].fd);
@@ -290,7 +302,12 @@ void ConnectionRefuser::Loop() {
       if (!Serve(it->first, it->second)) {
         close(it->first);
         pending_.erase(it);
+        ++closed;
       }
+    }
+    if (closed > 0) {
+      absl::MutexLock lock(&mu_);
+      held_ -= closed;
     }
   }
 }

@@ -17,7 +17,9 @@
 // beyond that, or whose descriptor is in the reserve, is closed at once.
 // Plaintext listeners only: under TLS a refused socket is closed.
 //
-// Thread-safety: Refuse() from any thread.
+// Thread-safety: Refuse() from any thread; the sockets are answered on the
+// refuser's own thread, which holds no lock while it reads or writes them,
+// and reads at most 64 KiB of one socket per turn.
 //
 //   ConnectionRefuser refuser;
 //   std::string why;
@@ -29,6 +31,8 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -74,6 +78,7 @@ class ConnectionRefuser {
   };
 
   void Loop();
+  void Wake();
   // Reads what `fd` has; answers; false when it is done with.
   bool Serve(int fd, Pending& pending);
   // GOAWAY after the last call answered, and the socket's end closed.
@@ -83,8 +88,13 @@ class ConnectionRefuser {
   static bool Frames(Pending& pending, std::string& out);
 
   mutable absl::Mutex mu_;
-  std::map<int, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  // Sockets refused and not yet taken by the loop, with their reasons.
+  std::vector<std::pair<int, std::string>> incoming_ ABSL_GUARDED_BY(mu_);
+  // Sockets the refuser holds, incoming and pending.
+  size_t held_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // The loop thread's own (and the destructor's, once it has returned).
+  std::map<int, Pending> pending_;
   uint64_t answered_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t closed_at_once_ ABSL_GUARDED_BY(mu_) = 0;
   int wake_[2] = {-1, -1};

@@ -89,6 +89,45 @@ TEST(ConnectionRefuserTest, AGrpcClientReadsTheReason) {
   EXPECT_GE(listener.refuser().answered(), 1u);
 }
 
+TEST(ConnectionRefuserTest, AClientThatKeepsSendingHoldsNoOneElseUp) {
+  // A refused client streaming frames without end: the others are still
+  // answered, and its connection is closed at kLinger.
+  RefusingListener listener("too many");
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(
+      std::stoi(listener.target().substr(listener.target().find(':') + 1)));
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)),
+            0);
+  std::atomic<bool> closed{false};
+  std::thread flood([fd, &closed] {
+    std::string bytes = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    // DATA frames of 16 KiB on stream 1, without end.
+    std::string frame = {0x00, 0x40, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01};
+    frame.resize(9 + 16384, 'x');
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::seconds(8);
+    while (std::chrono::steady_clock::now() < until) {
+      bytes += frame;
+      if (send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) < 0) {
+        closed = true;
+        return;
+      }
+      bytes.clear();
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const grpc::Status other = GenericCall(listener.target());
+  EXPECT_EQ(other.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << other.error_message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  flood.join();
+  EXPECT_TRUE(closed) << "the flooding connection outlived kLinger";
+  close(fd);
+}
+
 TEST(ConnectionRefuserTest, AFloodIsClosedPastThePendingBound) {
   RefusingListener listener("too many");
   // Plain connections that say nothing: each is held until kLinger.
