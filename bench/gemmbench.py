@@ -155,6 +155,9 @@ def main():
     compare.add_argument("new", metavar="NEW", nargs="+",
                          help="the same for the run to judge (a run's --out); several runs "
                               "of one code: each case judged by its best")
+    compare.add_argument("--old-runs", nargs="+", metavar="OLD2", default=[],
+                         help="more runs of OLD's code (a same-host A/B, bench/same_host_gate.sh): "
+                              "OLD's cases by their best run too")
     compare.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE_PCT,
                          help="percent by which jobs/s may fall or p50 latency rise "
                               f"(default {DEFAULT_TOLERANCE_PCT:g})")

@@ -173,19 +173,29 @@ def provenance(report, path):
             "gpu": gpu[0].get("name") if gpu and isinstance(gpu[0], dict) else None}
 
 
-def compare_reports(old, new, tolerance_pct=DEFAULT_TOLERANCE_PCT, cases=None):
+def compare_reports(old, new, tolerance_pct=DEFAULT_TOLERANCE_PCT, cases=None, old_runs=()):
     """The comparison of two reports of one scenario (pure: prints nothing).
 
     new: a report, or a list of reports (runs of the same code; each case
     judged by its best run). cases: names of OLD's cases to compare (default
-    all). Raises CompareError when the scenarios differ, a named case is not
-    in OLD, or no case of OLD has jobs/s and p50 figures."""
+    all). old_runs: more runs of OLD's code (a same-host A/B), each of OLD's
+    cases then held to its best run too. Raises CompareError when the
+    scenarios differ, a named case is not in OLD, or no case of OLD has
+    jobs/s and p50 figures."""
     news = new if isinstance(new, list) else [new]
     for n in news:
         if old.get("scenario") != n.get("scenario"):
             raise CompareError(f"the reports are of different scenarios: OLD "
                                f"{old.get('scenario')!r}, NEW {n.get('scenario')!r}")
     old_cases = {c.get("name"): c for c in old["results"]["cases"]}
+    for extra in old_runs:
+        if extra.get("scenario") != old.get("scenario"):
+            raise CompareError(f"--old-runs: a report of scenario {extra.get('scenario')!r}, "
+                               f"OLD is {old.get('scenario')!r}")
+        for c in extra["results"]["cases"]:
+            name = c.get("name")
+            if name in old_cases:
+                old_cases[name] = best_run([old_cases[name], c])
     new_cases = {}
     for n in news:
         for c in n["results"]["cases"]:
@@ -244,15 +254,19 @@ def command_compare(args):
         if args.tolerance < 0:
             raise CompareError(f"--tolerance {args.tolerance:g}: a percentage, 0 or more")
         old_path, old, new_paths, news = read_runs(args.old, args.new)
-        comparison = compare_reports(old, news, args.tolerance, args.cases)
+        old_runs = [read_report(report_path(p, old.get("scenario", "e2e")))
+                    for p in getattr(args, "old_runs", None) or []]
+        comparison = compare_reports(old, news, args.tolerance, args.cases, old_runs)
     except CompareError as e:
         print(f"gemmbench compare: {e}", file=sys.stderr)
         return 2
     print(f"OLD {old_path} (commit {old.get('commit')}, {old.get('date')})")
     for new_path, new in zip(new_paths, news):
         print(f"NEW {new_path} (commit {new.get('commit')}, {new.get('date')})")
-    if len(news) > 1:
-        print(f"each case judged by its best of {len(news)} NEW runs")
+    for path in getattr(args, "old_runs", None) or []:
+        print(f"OLD {path} (another run of OLD's code)")
+    if len(news) > 1 or getattr(args, "old_runs", None):
+        print(f"each case judged by its best run on either side")
     print(f"tolerance {args.tolerance:g}%")
     for line in format_comparison(comparison):
         print(line)

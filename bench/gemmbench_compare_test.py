@@ -99,7 +99,7 @@ class CompareTest(unittest.TestCase):
         proc = subprocess.run([sys.executable, GEMMBENCH, "compare", old_path, slow_path,
                                fast_path], capture_output=True, text=True)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-        self.assertIn("each case judged by its best of 2 NEW runs", proc.stdout)
+        self.assertIn("each case judged by its best run on either side", proc.stdout)
         self.assertRegex(proc.stdout, r"\nsmall +1000\.0 +990\.0 ")
         # A run with errors fails the case even when another is clean.
         broken = self.changed(lambda c: c["report"].update(errors=3))
@@ -108,6 +108,18 @@ class CompareTest(unittest.TestCase):
                               capture_output=True, text=True)
         self.assertEqual(proc.returncode, 1, proc.stdout)
         self.assertIn("small: 3 errors (run 2)", proc.stdout)
+
+    def test_more_old_runs_hold_each_case_to_its_best(self):
+        # OLD's other run was faster: NEW is held to that one.
+        faster_old = self.changed(lambda c: c["report"].update(requests_per_s=1200.0))
+        new = self.changed(lambda c: c["report"].update(requests_per_s=1050.0))
+        old_path = self.write("old.json", self.old)
+        proc = subprocess.run([sys.executable, GEMMBENCH, "compare", old_path,
+                               self.write("new.json", new), "--old-runs",
+                               self.write("old2.json", faster_old)],
+                              capture_output=True, text=True)
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertIn("small: jobs/s -12.5% (more than 10% lower)", proc.stdout)
 
     def test_exactly_the_tolerance_passes(self):
         rc, out, _ = self.gate(self.changed(lambda c: c["report"].update(requests_per_s=900.0)))

@@ -77,6 +77,25 @@ soak = json.load(open(f"{sys.argv[1]}/soak.json"))["results"]
 assert soak["verdict"] == "fail" and soak["failed_checks"] == ["rss_max"], soak["checks"]
 PY
 
+# The same-host gate: two "bundles" (here both this build) in turn, twice,
+# each case by its best run on either side (a wide tolerance: two runs of
+# one build on two shared cores are not a measurement).
+for side in old new; do
+  mkdir -p "$tmp/$side/bin"
+  ln -sf "$PWD/$server" "$tmp/$side/bin/gemm-server"
+  ln -sf "$PWD/$client" "$tmp/$side/bin/gemm-client"
+  for f in "$(dirname "$gemmbench")"/*.py; do ln -sf "$PWD/$f" "$tmp/$side/bin/"; done
+done
+GATE_TOLERANCE=1000 "$(dirname "$gemmbench")/same_host_gate.sh" "$tmp/old" "$tmp/new" "$tmp/gate" 2 -- \
+  --smoke --backend cpu | tee "$tmp/gate.txt"
+grep -q "each case judged by its best run on either side" "$tmp/gate.txt"
+python3 - "$tmp/gate/gate.json" <<'PY'
+import json, sys
+gate = json.load(open(sys.argv[1]))
+assert gate["compared"] == 1 and len(gate["new"]) == 2, gate
+assert gate["cases"][0]["runs"] == 2, gate["cases"]
+PY
+
 # tables: the committed documents match the kept baselines ...
 python3 "$gemmbench" tables --check --root .
 # ... and a fresh report renders into a marked region of a copy.

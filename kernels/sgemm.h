@@ -1,6 +1,7 @@
-// FP32 GEMM kernels for the service: the chapter's six CUDA kernels (v0..v5),
-// the project's own past them (v6..v8) and cuBLAS behind one launch
-// contract, found by name in a registry.
+// FP32 GEMM kernels for the service: the chapter's six CUDA kernels (v0..v5,
+// the teaching road), the project's own past them (v6..v12: warp tiling,
+// double buffering, split-K, 3xTF32, cp.async, wgmma) and cuBLAS behind one
+// launch contract, found by name in a registry.
 //
 // Every kernel validates the problem (CanImplement), enqueues it on an
 // explicit stream (never the legacy default stream), checks the launch and
@@ -68,7 +69,7 @@ class KernelRegistry {
 
   const SgemmKernel* Find(std::string_view name) const;  // nullptr when unknown
   std::vector<std::string> Names()
-      const;  // in registration order: v0..v8, then cublas
+      const;  // in registration order: v0..v12, then cublas
 
  private:
   std::vector<std::unique_ptr<SgemmKernel>> kernels_;
