@@ -23,6 +23,8 @@ namespace gemm::client {
 namespace {
 
 constexpr size_t kMaxSweepSteps = 100;
+// The largest concurrency a sweep may ask for.
+constexpr double kMaxSweepConcurrency = 1 << 20;
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "gemm-client: %s\n", status.ToString().c_str());
@@ -110,12 +112,20 @@ int RunSweep(GemmClient* client, const LoadFlags& l,
       command.load.rate = 0;
     }
     auto report = RunLoad(client, command.load);
-    if (!report.ok()) return Fail(report.status());
+    if (!report.ok()) {
+      const int failed = Fail(report.status());
+      if (status == 0) status = failed;
+      break;  // the steps made so far are still written
+    }
     const std::string label =
         by_rate ? absl::StrFormat("%g", step) : absl::StrFormat("%.0f", step);
     const int step_status =
         Judge(*report, l.allow_errors, absl::StrCat(what, " ", label, " "));
-    if (status == 0) status = step_status;
+    // A wrong result (2) outranks failed jobs (4), as in JudgeLoad.
+    if ((status == 0 || step_status == kLoadWrongResults) &&
+        status != kLoadWrongResults) {
+      status = step_status;
+    }
     const Distribution& d = report->latency_ms;
     std::printf("%12s %12.1f %10.2f %10.3f %10.3f %10.3f %10.3f %8llu %8s\n",
                 label.c_str(), report->requests_per_s, report->gflops, d.p50,
@@ -135,7 +145,7 @@ int RunSweep(GemmClient* client, const LoadFlags& l,
     }
   }
   const std::string json_path = JsonReportPath(base);
-  if (!json_path.empty()) {
+  if (!json_path.empty() && !json_steps.empty()) {
     absl::Status s = WriteTextFile(
         json_path,
         absl::StrCat("{\"sweep\": \"", by_rate ? "rate" : "concurrency",
@@ -143,7 +153,7 @@ int RunSweep(GemmClient* client, const LoadFlags& l,
                      "]}\n"));
     if (!s.ok()) return Fail(s);
   }
-  if (!l.csv_path.empty()) {
+  if (!l.csv_path.empty() && !csv_rows.empty()) {
     absl::Status s = WriteTextFile(
         l.csv_path, absl::StrCat(csv_header, absl::StrJoin(csv_rows, "")));
     if (!s.ok()) return Fail(s);
@@ -176,12 +186,25 @@ absl::StatusOr<std::vector<double>> ParseSweepRange(absl::string_view flag,
   const double step = parts.size() == 3 ? v[2] : (integers ? 1 : start);
   if (start <= 0 || step <= 0) return bad("START and STEP must be positive");
   if (end < start) return bad("END is below START");
-  if ((end - start) / step + 1 > kMaxSweepSteps) {
+  if (integers && end > kMaxSweepConcurrency) {
+    return bad(absl::StrCat("over ", kMaxSweepConcurrency));
+  }
+  // Steps START + i * STEP below END (a hair of slack for rounding), then
+  // END: no sum of steps, so 0.1:0.7:0.1 gives 0.3, not 0.30000000000000004.
+  const double span = (end - start) / step;
+  const size_t whole = static_cast<size_t>(std::floor(span + 1e-9));
+  if (whole + 1 > kMaxSweepSteps + (span - whole < 1e-9 ? 1 : 0)) {
     return bad(absl::StrCat("over ", kMaxSweepSteps, " steps"));
   }
   std::vector<double> steps;
-  for (double x = start; x < end - 1e-9 * end; x += step) steps.push_back(x);
+  for (size_t i = 0; i <= whole; ++i) {
+    const double x = start + static_cast<double>(i) * step;
+    if (x < end - 1e-9 * std::max(1.0, end)) steps.push_back(x);
+  }
   steps.push_back(end);
+  if (steps.size() > kMaxSweepSteps) {
+    return bad(absl::StrCat("over ", kMaxSweepSteps, " steps"));
+  }
   return steps;
 }
 

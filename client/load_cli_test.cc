@@ -37,8 +37,20 @@ TEST(LoadCliTest, SweepRanges) {
   auto one = ParseSweepRange("--rate-range", "50:50", false);
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(*one, (std::vector<double>{50}));
-  for (const char* bad :
-       {"8", "0:4", "4:2", "1:2:0", "a:4", "1.5:4", "1:1000", "1:2:3:4"}) {
+  // No sum of steps: 0.3 is 0.3.
+  auto tenths = ParseSweepRange("--rate-range", "0.1:0.7:0.1", false);
+  ASSERT_TRUE(tenths.ok());
+  ASSERT_EQ(tenths->size(), 7u);
+  EXPECT_EQ((*tenths)[2], 0.1 + 2 * 0.1);
+  EXPECT_EQ(tenths->back(), 0.7);
+  // Exactly 100 steps is allowed, 101 is not.
+  auto hundred = ParseSweepRange("--rate-range", "1.1:110:1.1", false);
+  ASSERT_TRUE(hundred.ok()) << hundred.status();
+  EXPECT_EQ(hundred->size(), 100u);
+  EXPECT_FALSE(ParseSweepRange("--concurrency-range", "1:101", true).ok());
+  EXPECT_TRUE(ParseSweepRange("--concurrency-range", "1:100", true).ok());
+  for (const char* bad : {"8", "0:4", "4:2", "1:2:0", "a:4", "1.5:4", "1:1000",
+                          "1:2:3:4", "1:4000000000:1000000000"}) {
     auto r = ParseSweepRange("--concurrency-range", bad, true);
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(r.status().message().find("--concurrency-range"),

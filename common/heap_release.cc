@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <system_error>
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/barrier.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/process_tuning.h"
 
 namespace gemm {
@@ -23,6 +25,58 @@ constexpr size_t kTouchBytes = 96 << 10;
 // The top kept in each arena while trimming.
 constexpr uint64_t kLowTrimThreshold = 1 << 20;
 
+// Arenas glibc may have: the limit set, else its own (eight per core); at
+// most eight per core either way.
+int ArenasAtMost() {
+  const int glibc =
+      8 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int set = MallocArenaLimitSet();
+  return set > 0 ? std::min(set, glibc) : glibc;
+}
+
+// One thread per arena, each holding a block until all hold one (so that
+// none gives its arena back to the free list another would take it from),
+// then freeing it with the threshold low. Threads that cannot be made are
+// done without: the others still go.
+struct Tally {
+  int allocated = 0;
+  int started = 0;
+  bool AllAllocated() const { return allocated >= started; }
+};
+
+void TouchEveryArena() {
+  absl::Mutex mu;
+  Tally tally;
+  absl::Notification all_allocated;
+  std::vector<std::thread> touchers;
+  const int wanted = ArenasAtMost() + 1;
+  touchers.reserve(wanted);
+  for (int i = 0; i < wanted; ++i) {
+    try {
+      touchers.emplace_back([&] {
+        void* block = std::malloc(kTouchBytes);
+        // Written, so the allocation is not elided.
+        if (block != nullptr) static_cast<volatile char*>(block)[0] = 1;
+        {
+          absl::MutexLock lock(&mu);
+          ++tally.allocated;
+        }
+        all_allocated.WaitForNotification();
+        std::free(block);
+      });
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had now
+    }
+  }
+  {
+    absl::MutexLock lock(&mu);
+    tally.started = static_cast<int>(touchers.size());
+    mu.Await(absl::Condition(&tally, &Tally::AllAllocated));
+  }
+  all_allocated.Notify();
+  for (std::thread& t : touchers) t.join();
+}
+
 }  // namespace
 
 void ReleaseFreeHeapMemory() {
@@ -31,31 +85,8 @@ void ReleaseFreeHeapMemory() {
     malloc_trim(0);
     return;
   }
-  int arenas = MallocArenaLimitSet();
-  if (arenas <= 0) {
-    arenas =
-        8 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  }
-  const int threads = arenas + 1;
   SetMallocTrimThreshold(kLowTrimThreshold);
-  {
-    // Every thread holds its block until all have one, so that none gives
-    // its arena back (to the free list the next thread would take it
-    // from) before the others have theirs.
-    absl::Barrier* all_allocated = new absl::Barrier(threads);
-    std::vector<std::thread> touchers;
-    touchers.reserve(threads);
-    for (int i = 0; i < threads; ++i) {
-      touchers.emplace_back([all_allocated] {
-        void* block = std::malloc(kTouchBytes);
-        // Written, so the allocation is not elided.
-        if (block != nullptr) static_cast<volatile char*>(block)[0] = 1;
-        if (all_allocated->Block()) delete all_allocated;
-        std::free(block);
-      });
-    }
-    for (std::thread& t : touchers) t.join();
-  }
+  TouchEveryArena();
   malloc_trim(0);
   SetMallocTrimThreshold(threshold);
 }

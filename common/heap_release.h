@@ -14,7 +14,7 @@
 //    glibc trims an arena's top only as a large block (64 KiB or more) is
 //    freed into that arena, past the trim threshold. So the threshold is
 //    lowered for the moment, and one thread more than there can be arenas
-//    (the limit the process set, else glibc's eight per core), all alive
+//    (the limit the process set, at most glibc's eight per core), all alive
 //    at once so that glibc hands each an arena in turn (a new thread takes
 //    a free arena, else a new one under M_ARENA_MAX, else the next in
 //    round robin), each allocate and free one such block; then the
@@ -23,8 +23,10 @@
 // A process that set no trim threshold keeps glibc's sliding one: it gets
 // malloc_trim(0) alone, as setting a threshold would fix glibc's mmap
 // threshold too.
-// It costs a few hundred microseconds; a thread of the server that frees a
-// large block meanwhile trims its arena too.
+// It costs a thread start per arena (33 on a 16-core host with gemm-server's
+// two per core: about a millisecond); threads that cannot be started are
+// done without. A thread of the server that frees a large block meanwhile
+// trims its arena too.
 //
 // Thread-safety: one call at a time (gemm-server's sweeper thread makes
 // them).

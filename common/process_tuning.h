@@ -81,8 +81,8 @@ inline void TuneProcess() {
 // (TuneProcess sets 1 GiB). The threads' arenas give theirs back only this
 // way: malloc_trim() does not reach their tops (ReleaseFreeHeapMemory,
 // heap_release.h, reaches them). Unlike the others here it
-// may be called once threads run (gemm-server knows its backend only
-// then): glibc sets the one word under the main arena's lock, and a
+// may be called once threads run (ReleaseFreeHeapMemory lowers it for a
+// moment): glibc sets the one word under the main arena's lock, and a
 // thread that reads it early trims by the old value once.
 inline void SetMallocTrimThreshold(uint64_t bytes) {
 #ifdef M_TRIM_THRESHOLD

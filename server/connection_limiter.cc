@@ -93,6 +93,10 @@ bool ConnectionLimiter::Admit(int fd, std::string* refusal_out,
   }
   if (!known) refusal = "its socket cannot be inspected";
   if (refusal.empty()) {
+    // A claim left by a closed connection of the same address and port,
+    // not yet swept, is not this one's.
+    ForgetClaimLocked(key);
+    ++open_keys_[key];
     connections_.push_back(
         {fd, socket.st_dev, socket.st_ino, client, std::move(key)});
     ++per_client_[client];
@@ -141,7 +145,9 @@ std::string ConnectionLimiter::RefusalLocked(int fd,
     auto it = per_client_.find(client);
     if (it != per_client_.end() && it->second >= cap) {
       return absl::StrCat(client, " holds ", it->second, " connections (",
-                          CapText(options_.max_connections_per_client), ")");
+                          CapText(options_.max_connections_per_client,
+                                  options_.per_client_flag),
+                          ")");
     }
   }
   return "";
@@ -175,13 +181,11 @@ size_t ConnectionLimiter::ClientCap(size_t configured) const {
   return std::min(configured, std::max<size_t>(1, capacity / 2));
 }
 
-std::string ConnectionLimiter::CapText(size_t configured) const {
+std::string ConnectionLimiter::CapText(size_t configured,
+                                       const std::string& flag) const {
   const size_t cap = ClientCap(configured);
-  if (cap == configured) {
-    return absl::StrCat("--max-client-connections ", configured);
-  }
-  return absl::StrCat("--max-client-connections ", configured,
-                      ", held to half of the ", 2 * cap,
+  if (cap == configured) return absl::StrCat(flag, " ", configured);
+  return absl::StrCat(flag, " ", configured, ", held to half of the ", 2 * cap,
                       " connections the server can hold");
 }
 
@@ -189,32 +193,49 @@ absl::Status ConnectionLimiter::ClaimForIdentity(absl::string_view peer,
                                                  const std::string& identity) {
   if (options_.max_connections_per_identity == 0) return absl::OkStatus();
   const std::string key = ConnectionKeyOfPeer(peer);
+  const size_t cap = ClientCap(options_.max_connections_per_identity);
   absl::MutexLock lock(&mu_);
   if (identity_of_.count(key) > 0) return absl::OkStatus();
-  auto known = [&] {
-    return std::any_of(connections_.begin(), connections_.end(),
-                       [&](const Connection& c) { return c.key == key; });
-  };
-  if (!known()) return absl::OkStatus();
+  if (open_keys_.count(key) == 0) return absl::OkStatus();  // not ours
   auto held = [&] {
     auto it = per_identity_.find(identity);
     return it == per_identity_.end() ? size_t{0} : it->second;
   };
-  if (held() >= ClientCap(options_.max_connections_per_identity)) {
-    // Closed connections may still be counted: look again.
+  const absl::Time now = absl::Now();
+  auto refused = refused_claims_.find(key);
+  // A connection refused lately is refused again without a look at the
+  // others, so that a client calling on it costs a lookup; once a second
+  // it is weighed again, after a sweep (closed connections may still be
+  // counted).
+  const bool fresh =
+      refused != refused_claims_.end() && now - refused->second < kReclaimAfter;
+  if (!fresh && held() >= cap && now - last_sweep_ >= kReclaimAfter) {
     SweepLocked();
-    if (!known()) return absl::OkStatus();
+    if (open_keys_.count(key) == 0) return absl::OkStatus();
   }
-  size_t& count = per_identity_[identity];
-  if (count >= ClientCap(options_.max_connections_per_identity)) {
+  if (fresh || held() >= cap) {
+    if (!fresh) refused_claims_[key] = now;
     return absl::ResourceExhaustedError(
-        absl::StrCat("client '", identity, "' holds ", count, " connections (",
-                     CapText(options_.max_connections_per_identity),
+        absl::StrCat("client '", identity, "' holds ", held(), " connections (",
+                     CapText(options_.max_connections_per_identity,
+                             "--max-client-connections"),
                      "); this one is refused its calls"));
   }
-  ++count;
+  ++per_identity_[identity];
   identity_of_[key] = identity;
+  refused_claims_.erase(key);
   return absl::OkStatus();
+}
+
+void ConnectionLimiter::ForgetClaimLocked(const std::string& key) {
+  refused_claims_.erase(key);
+  auto claimed = identity_of_.find(key);
+  if (claimed == identity_of_.end()) return;
+  auto count = per_identity_.find(claimed->second);
+  if (count != per_identity_.end() && --count->second == 0) {
+    per_identity_.erase(count);
+  }
+  identity_of_.erase(claimed);
 }
 
 void ConnectionLimiter::Sweep() {
@@ -223,17 +244,15 @@ void ConnectionLimiter::Sweep() {
 }
 
 void ConnectionLimiter::SweepLocked() {
+  last_sweep_ = absl::Now();
   auto closed = [this](const Connection& c) {
     if (SameSocket(c.fd, c.device, c.inode)) return false;
     auto it = per_client_.find(c.client);
     if (it != per_client_.end() && --it->second == 0) per_client_.erase(it);
-    if (auto claimed = identity_of_.find(c.key);
-        claimed != identity_of_.end()) {
-      auto count = per_identity_.find(claimed->second);
-      if (count != per_identity_.end() && --count->second == 0) {
-        per_identity_.erase(count);
-      }
-      identity_of_.erase(claimed);
+    auto open = open_keys_.find(c.key);
+    if (open != open_keys_.end() && --open->second == 0) {
+      open_keys_.erase(open);
+      ForgetClaimLocked(c.key);
     }
     return true;
   };

@@ -60,6 +60,8 @@ class ConnectionLimiter {
     // Open connections at most of one caller identity, at its first call
     // on each (ClaimForIdentity). Default 0: no cap.
     size_t max_connections_per_identity = 0;
+    // The flag that sets max_connections_per_client, named in refusals.
+    std::string per_client_flag = "--max-client-connections";
     // Descriptors kept free under RLIMIT_NOFILE's soft limit (read when the
     // limiter is made) for everything but connections. Default 0: a quarter
     // of the limit, at most 256.
@@ -117,8 +119,11 @@ class ConnectionLimiter {
   // reserve), so that where descriptors are few one client's flood leaves
   // room for the others.
   size_t ClientCap(size_t configured) const;
-  // "--max-client-connections N", and why less applies, for refusals.
-  std::string CapText(size_t configured) const;
+  // "FLAG N", and why less applies, for refusals.
+  std::string CapText(size_t configured, const std::string& flag) const;
+  // Drops the identity claim of the connection `key` and its refusal.
+  void ForgetClaimLocked(const std::string& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the connections whose descriptors no longer hold their socket.
   void SweepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why `fd` from `client` is refused; empty when it is not.
@@ -134,6 +139,12 @@ class ConnectionLimiter {
   // Connections claimed by an identity (by key), and each identity's count.
   std::map<std::string, std::string> identity_of_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, size_t> per_identity_ ABSL_GUARDED_BY(mu_);
+  // Open connections by key; claims refused lately, and when.
+  std::map<std::string, size_t> open_keys_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, absl::Time> refused_claims_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // A refused claim is weighed again (after a sweep) this long after.
+  static constexpr absl::Duration kReclaimAfter = absl::Seconds(1);
   // Clients shut out, and until when.
   std::map<std::string, absl::Time> shut_out_ ABSL_GUARDED_BY(mu_);
   uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;

@@ -15,7 +15,8 @@ namespace gemm::server {
 namespace {
 
 // HTTP/2 (RFC 9113) frame types and flags.
-constexpr uint8_t kHeaders = 0x1, kSettings = 0x4, kGoAway = 0x7;
+constexpr uint8_t kHeaders = 0x1, kRstStream = 0x3, kSettings = 0x4,
+                  kGoAway = 0x7;
 constexpr uint8_t kEndStream = 0x1, kEndHeaders = 0x4, kAck = 0x1;
 constexpr uint32_t kEnhanceYourCalm = 0xb;
 constexpr char kClientPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -74,14 +75,19 @@ std::string PercentEncode(const std::string& s) {
   return out;
 }
 
-void SendAll(int fd, const std::string& bytes) {
+// False when not all of `bytes` went: a full buffer (a client that does not
+// read) or a gone peer. The frames after a cut one would not parse, so the
+// caller closes the socket.
+bool SendAll(int fd, const std::string& bytes) {
   size_t sent = 0;
   while (sent < bytes.size()) {
     const ssize_t n =
         send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return;  // a full buffer or a gone peer: it gets no more
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
     sent += static_cast<size_t>(n);
   }
+  return true;
 }
 
 }  // namespace
@@ -103,9 +109,15 @@ std::string ConnectionRefuser::RefusedCall(uint32_t stream_id,
   PutString(block, "8");  // RESOURCE_EXHAUSTED
   block.push_back(0);
   PutString(block, "grpc-message");
-  PutString(block,
-            PercentEncode("gemm-server refused the connection: " + reason));
-  return Frame(kHeaders, kEndStream | kEndHeaders, stream_id, block);
+  // Well inside a frame, and gRPC's metadata limit.
+  PutString(block, PercentEncode("gemm-server refused the connection: " +
+                                 reason.substr(0, kMaxReasonBytes)));
+  // The answer ends the call; RST_STREAM (NO_ERROR) tells a client still
+  // sending its request to stop (RFC 9113, 8.1).
+  std::string code;
+  Put32(code, 0);
+  return Frame(kHeaders, kEndStream | kEndHeaders, stream_id, block) +
+         Frame(kRstStream, 0, stream_id, code);
 }
 
 std::string ConnectionRefuser::GoAway(uint32_t last_stream_id,
@@ -113,12 +125,16 @@ std::string ConnectionRefuser::GoAway(uint32_t last_stream_id,
   std::string payload;
   Put32(payload, last_stream_id & 0x7fffffffu);
   Put32(payload, kEnhanceYourCalm);
-  payload += reason.substr(0, 1024);
+  payload += reason.substr(0, kMaxReasonBytes);
   return Frame(kGoAway, 0, 0, payload);
 }
 
 ConnectionRefuser::ConnectionRefuser() {
-  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
+  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    // No way to wake a loop: no loop; every refused socket is closed.
+    wake_[0] = wake_[1] = -1;
+    return;
+  }
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "gemm-refuser");
     Loop();
@@ -130,11 +146,13 @@ ConnectionRefuser::~ConnectionRefuser() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  Wake();
-  thread_.join();
+  if (thread_.joinable()) {
+    Wake();
+    thread_.join();
+  }
   // The loop has returned: what it held, and what it never took, is closed.
   for (auto& [fd, pending] : pending_) close(fd);
-  for (auto& [fd, reason] : incoming_) close(fd);
+  for (const Incoming& in : incoming_) close(in.fd);
   for (int fd : wake_) {
     if (fd >= 0) close(fd);
   }
@@ -147,14 +165,19 @@ void ConnectionRefuser::Wake() {
   }
 }
 
-void ConnectionRefuser::Refuse(int fd, const std::string& reason) {
+void ConnectionRefuser::Refuse(int fd, const std::string& reason,
+                               const std::string& client) {
   {
     absl::MutexLock lock(&mu_);
-    if (!stopping_ && wake_[1] >= 0 && held_ < kMaxPending) {
+    int& from_here = held_by_client_[client];
+    if (!stopping_ && wake_[1] >= 0 && held_ < kMaxPending &&
+        from_here < kMaxPendingPerClient) {
       ++held_;
+      ++from_here;
       ++answered_;
-      incoming_.emplace_back(fd, reason);
+      incoming_.push_back({fd, reason, client});
     } else {
+      if (from_here == 0) held_by_client_.erase(client);
       ++closed_at_once_;
       close(fd);
       return;
@@ -178,9 +201,13 @@ bool ConnectionRefuser::Serve(int fd, Pending& p) {
   std::string out;
   // A bounded read per wake-up, so that a client that keeps sending holds
   // the loop no longer than another.
+  bool open = true;
   for (int reads = 0; reads < 4; ++reads) {
     const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
-    if (n == 0) return false;  // the client closed its end
+    if (n == 0) {
+      open = false;  // the client closed its end; it may still read
+      break;
+    }
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -188,19 +215,30 @@ bool ConnectionRefuser::Serve(int fd, Pending& p) {
     }
     if (p.goaway_sent) continue;  // drained until the client closes
     p.in.append(buffer, static_cast<size_t>(n));
-    if (!Frames(p, out)) return false;
+    if (!Frames(p, out)) {
+      open = false;
+      break;
+    }
   }
-  if (!out.empty()) SendAll(fd, out);
+  // What was answered goes out, even to a client that has closed its end.
+  if (!out.empty() && !SendAll(fd, out)) return false;
+  if (!open) return false;
+  if (!p.goaway_sent && p.calls_answered >= kMaxCallsAnswered) {
+    // A client that starts call after call on a refused connection gets
+    // its answer kMaxCallsAnswered times, then the connection goes.
+    return SendGoAway(fd, p);
+  }
   return true;
 }
 
-void ConnectionRefuser::SendGoAway(int fd, Pending& p) {
-  SendAll(fd, GoAway(p.last_stream, p.reason));
+bool ConnectionRefuser::SendGoAway(int fd, Pending& p) {
   p.goaway_sent = true;
+  if (!SendAll(fd, GoAway(p.last_stream, p.reason))) return false;
   // Its end closed, not the socket: bytes the client still sends are read
   // and dropped, as a close with unread bytes resets the connection, and
   // the client may lose the answers with it.
   shutdown(fd, SHUT_WR);
+  return true;
 }
 
 bool ConnectionRefuser::Frames(Pending& p, std::string& out) {
@@ -227,10 +265,12 @@ bool ConnectionRefuser::Frames(Pending& p, std::string& out) {
         0x7fffffffu;
     if (type == kSettings && (flags & kAck) == 0) {
       out += Frame(kSettings, kAck, 0, "");
-    } else if (type == kHeaders && stream % 2 == 1 && stream > p.last_stream) {
+    } else if (type == kHeaders && stream % 2 == 1 && stream > p.last_stream &&
+               p.calls_answered < kMaxCallsAnswered) {
       out += RefusedCall(stream, p.reason);
       p.last_stream = stream;
       p.last_answer = absl::Now();
+      ++p.calls_answered;
     }
     at += 9 + length;
   }
@@ -240,7 +280,7 @@ bool ConnectionRefuser::Frames(Pending& p, std::string& out) {
 
 void ConnectionRefuser::Loop() {
   std::vector<pollfd> polled;
-  std::vector<std::pair<int, std::string>> arrived;
+  std::vector<Incoming> arrived;
   while (true) {
     {
       absl::MutexLock lock(&mu_);
@@ -248,30 +288,37 @@ void ConnectionRefuser::Loop() {
       arrived.swap(incoming_);
     }
     const absl::Time now = absl::Now();
-    for (auto& [fd, reason] : arrived) {
-      Pending& p = pending_[fd];
-      p.reason = std::move(reason);
+    std::vector<std::string> gone;  // the clients of sockets closed
+    auto drop = [this, &gone](std::map<int, Pending>::iterator it) {
+      close(it->first);
+      gone.push_back(std::move(it->second.client));
+      return pending_.erase(it);
+    };
+    for (Incoming& in : arrived) {
+      Pending& p = pending_[in.fd];
+      p.reason = std::move(in.reason);
+      p.client = std::move(in.client);
       p.deadline = now + kLinger;
-      SendAll(fd, ServerPreface());
+      if (!SendAll(in.fd, ServerPreface())) drop(pending_.find(in.fd));
     }
     arrived.clear();
     absl::Time next = absl::InfiniteFuture();
     polled.clear();
-    size_t closed = 0;
     for (auto it = pending_.begin(); it != pending_.end();) {
       Pending& p = it->second;
       if (!p.goaway_sent && p.last_answer + kQuietBeforeGoAway <= now) {
         // Every call it started is answered, and it has started no other
         // for a while: the connection goes.
-        SendGoAway(it->first, p);
+        if (!SendGoAway(it->first, p)) {
+          it = drop(it);
+          continue;
+        }
         p.deadline = std::min(p.deadline, now + kQuietBeforeGoAway);
       }
       if (p.deadline <= now) {
         // The client did not close its end in time (or sent no call).
         if (!p.goaway_sent) SendGoAway(it->first, p);
-        close(it->first);
-        it = pending_.erase(it);
-        ++closed;
+        it = drop(it);
         continue;
       }
       next = std::min(next, p.deadline);
@@ -299,15 +346,17 @@ void ConnectionRefuser::Loop() {
       if (polled[i].revents == 0) continue;
       auto it = pending_.find(polled[i].fd);
       if (it == pending_.end()) continue;
-      if (!Serve(it->first, it->second)) {
-        close(it->first);
-        pending_.erase(it);
-        ++closed;
-      }
+      if (!Serve(it->first, it->second)) drop(it);
     }
-    if (closed > 0) {
+    if (!gone.empty()) {
       absl::MutexLock lock(&mu_);
-      held_ -= closed;
+      held_ -= gone.size();
+      for (const std::string& client : gone) {
+        auto held = held_by_client_.find(client);
+        if (held != held_by_client_.end() && --held->second <= 0) {
+          held_by_client_.erase(held);
+        }
+      }
     }
   }
 }

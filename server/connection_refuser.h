@@ -13,8 +13,10 @@
 // the frame headers.
 //
 // Bounded, so that refusing a flood costs little: at most kMaxPending
-// sockets are answered at once, each for at most kLinger; a socket refused
-// beyond that, or whose descriptor is in the reserve, is closed at once.
+// sockets are answered at once (kMaxPendingPerClient from one address),
+// each for at most kLinger and kMaxCallsAnswered calls; a socket refused
+// beyond that, or whose descriptor is in the reserve, is closed at once, and
+// so is one that does not take what it is sent.
 // Plaintext listeners only: under TLS a refused socket is closed.
 //
 // Thread-safety: Refuse() from any thread; the sockets are answered on the
@@ -42,6 +44,12 @@ namespace gemm::server {
 class ConnectionRefuser {
  public:
   static constexpr size_t kMaxPending = 64;
+  // Of them, from one client address.
+  static constexpr int kMaxPendingPerClient = 8;
+  // Calls answered on one connection; past them, GOAWAY at once.
+  static constexpr int kMaxCallsAnswered = 8;
+  // The reason is cut to this many bytes.
+  static constexpr size_t kMaxReasonBytes = 1024;
   static constexpr absl::Duration kLinger = absl::Seconds(2);
   // GOAWAY once the client has started no call for this long.
   static constexpr absl::Duration kQuietBeforeGoAway = absl::Milliseconds(200);
@@ -49,10 +57,11 @@ class ConnectionRefuser {
   ConnectionRefuser();
   ~ConnectionRefuser();  // closes the sockets still pending
 
-  // Takes `fd` (a socket just accepted, non-blocking) and answers it with
-  // `reason`; closes it at once when kMaxPending are pending or the
+  // Takes `fd` (a socket just accepted, non-blocking, from `client`, its
+  // address) and answers it with `reason`; closes it at once when
+  // kMaxPending are pending, or kMaxPendingPerClient from `client`, or the
   // refuser is stopping.
-  void Refuse(int fd, const std::string& reason);
+  void Refuse(int fd, const std::string& reason, const std::string& client);
 
   // Sockets answered, and closed at once, so far.
   uint64_t answered() const;
@@ -66,8 +75,13 @@ class ConnectionRefuser {
   static std::string GoAway(uint32_t last_stream_id, const std::string& reason);
 
  private:
+  struct Incoming {
+    int fd;
+    std::string reason, client;
+  };
   struct Pending {
-    std::string reason;
+    std::string reason, client;
+    int calls_answered = 0;
     absl::Time deadline;
     std::string in;  // bytes read and not yet framed
     bool preface_seen = false;
@@ -81,17 +95,19 @@ class ConnectionRefuser {
   void Wake();
   // Reads what `fd` has; answers; false when it is done with.
   bool Serve(int fd, Pending& pending);
-  // GOAWAY after the last call answered, and the socket's end closed.
-  static void SendGoAway(int fd, Pending& pending);
+  // GOAWAY after the last call answered, and the socket's end closed;
+  // false when the socket took not all of it (to be closed).
+  static bool SendGoAway(int fd, Pending& pending);
   // Takes the whole frames of pending.in, adding the answers to `out`;
   // false when the bytes are not HTTP/2 a client would send.
   static bool Frames(Pending& pending, std::string& out);
 
   mutable absl::Mutex mu_;
   // Sockets refused and not yet taken by the loop, with their reasons.
-  std::vector<std::pair<int, std::string>> incoming_ ABSL_GUARDED_BY(mu_);
-  // Sockets the refuser holds, incoming and pending.
+  std::vector<Incoming> incoming_ ABSL_GUARDED_BY(mu_);
+  // Sockets the refuser holds, incoming and pending, in all and by client.
   size_t held_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, int> held_by_client_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // The loop thread's own (and the destructor's, once it has returned).
   std::map<int, Pending> pending_;

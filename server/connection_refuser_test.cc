@@ -21,7 +21,10 @@ namespace {
 // A loopback listener whose every connection goes to a ConnectionRefuser.
 class RefusingListener {
  public:
-  explicit RefusingListener(const std::string& reason) : reason_(reason) {
+  // `one_client`: every connection counts as one client's (else they are
+  // spread over 16 names).
+  explicit RefusingListener(const std::string& reason, bool one_client = false)
+      : reason_(reason), one_client_(one_client) {
     listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in address = {};
     address.sin_family = AF_INET;
@@ -36,7 +39,9 @@ class RefusingListener {
         const int fd =
             accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) return;  // the listener was shut down
-        refuser_.Refuse(fd, reason_);
+        refuser_.Refuse(fd, reason_,
+                        one_client_ ? std::string("one")
+                                    : "client-" + std::to_string(fd % 16));
       }
     });
   }
@@ -50,6 +55,7 @@ class RefusingListener {
 
  private:
   const std::string reason_;
+  const bool one_client_;
   ConnectionRefuser refuser_;
   int listener_ = -1;
   int port_ = 0;
@@ -126,6 +132,70 @@ TEST(ConnectionRefuserTest, AClientThatKeepsSendingHoldsNoOneElseUp) {
   flood.join();
   EXPECT_TRUE(closed) << "the flooding connection outlived kLinger";
   close(fd);
+}
+
+// A connected socket to `target` ("127.0.0.1:PORT").
+int Connect(const std::string& target) {
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(std::stoi(target.substr(target.find(':') + 1)));
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) !=
+      0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(ConnectionRefuserTest, AClientStartingCallAfterCallGetsAFewAnswers) {
+  // Each empty HEADERS frame (9 bytes) would cost an answer of ~170: past
+  // kMaxCallsAnswered the connection goes.
+  RefusingListener listener("too many");
+  const int fd = Connect(listener.target());
+  ASSERT_GE(fd, 0);
+  std::string bytes = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  for (uint32_t stream = 1; stream < 2000; stream += 2) {
+    bytes += {0x00, 0x00, 0x00, 0x01, 0x04};
+    bytes.push_back(static_cast<char>(stream >> 24));
+    bytes.push_back(static_cast<char>(stream >> 16));
+    bytes.push_back(static_cast<char>(stream >> 8));
+    bytes.push_back(static_cast<char>(stream));
+  }
+  ASSERT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(bytes.size()));
+  std::string got;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = recv(fd, buffer, sizeof(buffer), 0)) > 0) got.append(buffer, n);
+  const std::string answer = ConnectionRefuser::RefusedCall(1, "too many");
+  const size_t answers =
+      (got.size() - 9 - ConnectionRefuser::GoAway(15, "too many").size()) /
+      answer.size();
+  EXPECT_EQ(answers, static_cast<size_t>(ConnectionRefuser::kMaxCallsAnswered));
+  EXPECT_EQ(
+      got.substr(got.size() - ConnectionRefuser::GoAway(15, "too many").size()),
+      ConnectionRefuser::GoAway(15, "too many"));
+  close(fd);
+}
+
+TEST(ConnectionRefuserTest, OneClientHoldsAFewOfThePendingPlaces) {
+  RefusingListener listener("too many", /*one_client=*/true);
+  std::vector<int> fds;
+  const size_t flood = ConnectionRefuser::kMaxPendingPerClient + 4;
+  for (size_t i = 0; i < flood; ++i) fds.push_back(Connect(listener.target()));
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (listener.refuser().answered() + listener.refuser().closed_at_once() <
+             flood &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(listener.refuser().answered(),
+            static_cast<uint64_t>(ConnectionRefuser::kMaxPendingPerClient));
+  EXPECT_EQ(listener.refuser().closed_at_once(), 4u);
+  for (int fd : fds) close(fd);
 }
 
 TEST(ConnectionRefuserTest, AFloodIsClosedPastThePendingBound) {

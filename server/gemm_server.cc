@@ -253,6 +253,7 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
     if (CallersHaveIdentities(options)) {
       connections.max_connections_per_client =
           options.max_connections_per_address;
+      connections.per_client_flag = "--max-address-connections";
       connections.max_connections_per_identity =
           options.max_connections_per_client;
     } else {

@@ -79,6 +79,7 @@ GemmServiceImpl::GemmServiceImpl(const Options& options, Executor* executor,
     absl::Time last_trim = absl::Now();
     uint64_t last_activity = Activity();
     absl::Time quiet_since = absl::Now();
+    absl::Time last_release = absl::InfinitePast();
     bool released = true;  // nothing to give back before the first job
     while (!stop_sweeping_.WaitForNotificationWithTimeout(period)) {
       const absl::Time now = absl::Now();
@@ -86,25 +87,37 @@ GemmServiceImpl::GemmServiceImpl(const Options& options, Executor* executor,
       regions_.ExpireIdle(now);
       // Memory a burst (or an attack) leaves in malloc's heaps stays with
       // the process under the trim threshold (1 GiB, so that large jobs
-      // reuse it while they run; heap_release.h). Once the server has been
-      // quiet for kQuietBeforeRelease, all of it is given back, the
-      // threads' arenas' tops included; while jobs run, malloc_trim every
-      // 10 s gives back the main arena's top and whole free pages.
+      // reuse it while they run; heap_release.h). It is given back, the
+      // threads' arenas' tops included, once the server has been quiet for
+      // kQuietBeforeRelease (at most every kMinBetweenReleases, so that
+      // large jobs arriving with gaps do not fault their buffers in again
+      // each time), or, under a trickle of jobs that never lets it be
+      // quiet, at a moment with nothing in flight every
+      // kTrickleReleaseEvery. While jobs run, malloc_trim every 10 s gives
+      // back the main arena's top and whole free pages.
       const uint64_t activity = Activity();
-      if (activity != last_activity || inflight_bytes() != 0) {
+      const bool idle = inflight_bytes() == 0;
+      const bool changed = activity != last_activity;
+      if (changed || !idle) {
         last_activity = activity;
         quiet_since = now;
         released = false;
-      } else if (!released && now - quiet_since >= kQuietBeforeRelease) {
+      }
+      const bool quiet = !changed && idle && !released &&
+                         now - quiet_since >= kQuietBeforeRelease &&
+                         now - last_release >= kMinBetweenReleases;
+      const bool trickle = idle && !released &&
+                           now - last_release >= kTrickleReleaseEvery &&
+                           now - start_time_ >= kTrickleReleaseEvery;
+      if (quiet || trickle) {
         const uint64_t before = ResidentBytes();
         ReleaseFreeHeapMemory();
         releases_.fetch_add(1);
-        spdlog::debug(
-            "quiet for {} ms: free heap memory given back, RSS {} "
-            "-> {} MiB",
-            absl::ToInt64Milliseconds(kQuietBeforeRelease), before >> 20,
-            ResidentBytes() >> 20);
-        released = true;
+        spdlog::debug("{}: free heap memory given back, RSS {} -> {} MiB",
+                      quiet ? "quiet" : "a moment with no job in flight",
+                      before >> 20, ResidentBytes() >> 20);
+        released = quiet;
+        last_release = now;
         last_trim = now;
       }
       if (now - last_trim >= absl::Seconds(10)) {

@@ -166,6 +166,10 @@ class GemmServiceImpl final : public GemmServiceBase {
   // How long the server is quiet (no job answered, none in flight) before
   // the memory a burst left is given back (heap_release.h).
   static constexpr absl::Duration kQuietBeforeRelease = absl::Milliseconds(500);
+  // At most one such release this often; under jobs that never leave the
+  // server quiet, one at a moment with none in flight this often.
+  static constexpr absl::Duration kMinBetweenReleases = absl::Seconds(2);
+  static constexpr absl::Duration kTrickleReleaseEvery = absl::Seconds(30);
   // Unary Gemm calls whose request is being read, and those waiting for
   // their turn (unary_read_gate.h).
   size_t unary_calls_reading() const { return read_gate_.reading(); }

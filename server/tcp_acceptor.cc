@@ -155,7 +155,7 @@ absl::StatusOr<std::unique_ptr<TcpAcceptor>> TcpAcceptor::Listen(
   // A host without IPv6 cannot take "[::]": its IPv4 wildcard then, as
   // gRPC's own listener does.
   if (listeners.empty() && (host == "::" || host.empty())) {
-    return Listen(absl::StrCat("0.0.0.0:", port_text), limiter);
+    return Listen(absl::StrCat("0.0.0.0:", port_text), limiter, refuser);
   }
   if (listeners.empty()) {
     return absl::UnavailableError(
@@ -242,7 +242,7 @@ void TcpAcceptor::AcceptLoop() {
           bool answerable = false;
           if (!limiter_->Admit(fd, &refusal, &answerable)) {
             if (refuser_ != nullptr && answerable) {
-              refuser_->Refuse(fd, refusal);
+              refuser_->Refuse(fd, refusal, ClientIdentityOfSocket(fd));
             } else {
               close(fd);
             }

@@ -130,5 +130,29 @@ TEST(ConnectionCapTest, WithTokensTheCapCountsEachTokenNotTheAddress) {
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
+TEST(ConnectionCapTest, WithTokensTheAddressCapNamesItsOwnFlag) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string tokens =
+      std::string(tmp != nullptr ? tmp : "/tmp") + "/address-tokens";
+  {
+    std::ofstream out(tokens);
+    out << "alice 0123456789abcdef0123456789abcdef\n";
+  }
+  ServerProcess server(
+      {"--token-file", tokens, "--max-address-connections", "2"});
+  ASSERT_TRUE(server.Start().ok());
+  std::vector<int> held = ConnectMany(server.port(), 2);
+  ASSERT_EQ(held.size(), 2u);
+  const grpc::Status refused =
+      CallInfo(server.address(), "0123456789abcdef0123456789abcdef");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << refused.error_message();
+  EXPECT_NE(refused.error_message().find("--max-address-connections 2"),
+            std::string::npos)
+      << refused.error_message();
+  for (int fd : held) close(fd);
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
 }  // namespace
 }  // namespace gemm

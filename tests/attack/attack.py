@@ -1894,10 +1894,11 @@ def main_run(args):
                              (a, ", ".join(ATTACKS)))
     raise_own_nofile()
     lower_own_priority(args.attacker_nice)
-    # The server's own connection caps (--max-client-connections 1024):
-    # fd-flood's server has 256 descriptors (192 for connections), so its
-    # flood meets the descriptor limit's guard; idle-conns' 500 connections
-    # are all admitted.
+    # The server's own connection caps (--max-client-connections 1024, at
+    # most half of what the server can hold): fd-flood's server has 256
+    # descriptors (192 for connections), so one address holds at most 96 and
+    # the rest of its flood is refused; idle-conns' 500 connections are all
+    # admitted.
     defaults = {"--shutdown-grace-s": "3", "--drain-delay-s": "0"}
     if args.max_inflight_bytes:
         defaults["--max-inflight-bytes"] = str(args.max_inflight_bytes)
