@@ -180,18 +180,23 @@ TEST(ConnectionRefuserTest, AClientStartingCallAfterCallGetsAFewAnswers) {
   close(fd);
 }
 
+// Waits (10 s at most) until the refuser has answered or closed `count`
+// sockets.
+void WaitForDecisions(const ConnectionRefuser& refuser, size_t count) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (refuser.answered() + refuser.closed_at_once() < count &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 TEST(ConnectionRefuserTest, OneClientHoldsAFewOfThePendingPlaces) {
   RefusingListener listener("too many", /*one_client=*/true);
   std::vector<int> fds;
   const size_t flood = ConnectionRefuser::kMaxPendingPerClient + 4;
   for (size_t i = 0; i < flood; ++i) fds.push_back(Connect(listener.target()));
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (listener.refuser().answered() + listener.refuser().closed_at_once() <
-             flood &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  WaitForDecisions(listener.refuser(), flood);
   EXPECT_EQ(listener.refuser().answered(),
             static_cast<uint64_t>(ConnectionRefuser::kMaxPendingPerClient));
   EXPECT_EQ(listener.refuser().closed_at_once(), 4u);
@@ -202,25 +207,12 @@ TEST(ConnectionRefuserTest, AFloodIsClosedPastThePendingBound) {
   RefusingListener listener("too many");
   // Plain connections that say nothing: each is held until kLinger.
   std::vector<int> fds;
-  sockaddr_in address = {};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = htons(
-      std::stoi(listener.target().substr(listener.target().find(':') + 1)));
   const size_t flood = ConnectionRefuser::kMaxPending + 16;
   for (size_t i = 0; i < flood; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ASSERT_EQ(
-        connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-    fds.push_back(fd);
+    fds.push_back(Connect(listener.target()));
+    ASSERT_GE(fds.back(), 0);
   }
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (listener.refuser().answered() + listener.refuser().closed_at_once() <
-             flood &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  WaitForDecisions(listener.refuser(), flood);
   EXPECT_EQ(listener.refuser().answered(), ConnectionRefuser::kMaxPending);
   EXPECT_EQ(listener.refuser().closed_at_once(), 16u);
   // An answered connection reads the server's SETTINGS, then GOAWAY and
