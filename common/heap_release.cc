@@ -91,6 +91,37 @@ void ReleaseFreeHeapMemory() {
   SetMallocTrimThreshold(threshold);
 }
 
+HeapReleaseSchedule::HeapReleaseSchedule(const Options& options,
+                                         absl::Time start, uint64_t activity)
+    : options_(options),
+      last_activity_(activity),
+      quiet_since_(start),
+      working_since_(start) {}
+
+bool HeapReleaseSchedule::Due(absl::Time now, uint64_t activity,
+                              bool in_flight) {
+  const bool changed = activity != last_activity_;
+  if (changed || in_flight) {
+    last_activity_ = activity;
+    quiet_since_ = now;
+    if (released_) working_since_ = now;
+    released_ = false;
+  }
+  if (released_ || in_flight) return false;
+  const bool quiet = !changed && now - quiet_since_ >= options_.quiet_before &&
+                     now - last_release_ >= options_.min_between;
+  // Work that has gone on unreleased that long, not a first job after a
+  // long idle spell.
+  const bool trickle = now - working_since_ >= options_.trickle_every &&
+                       now - last_release_ >= options_.trickle_every;
+  if (!quiet && !trickle) return false;
+  // After a trickle's release the work goes on, unreleased again from now.
+  released_ = quiet;
+  working_since_ = now;
+  last_release_ = now;
+  return true;
+}
+
 uint64_t ResidentBytes() {
   FILE* f = std::fopen("/proc/self/statm", "r");
   if (f == nullptr) return 0;

@@ -37,12 +37,52 @@
 
 #include <cstdint>
 
+#include "absl/time/time.h"
+
 namespace gemm {
 
 void ReleaseFreeHeapMemory();
 
 // The process's resident bytes (/proc/self/statm); 0 if unreadable.
 uint64_t ResidentBytes();
+
+// When a server calls ReleaseFreeHeapMemory: once it has been quiet
+// (`activity`, a count that moves while it works, unchanged, and nothing
+// in flight) for quiet_before, at most every min_between, so that large
+// jobs arriving with gaps do not fault their buffers in again each time;
+// under a trickle of work that never leaves it quiet, at a look with
+// nothing in flight once the work has gone on trickle_every unreleased.
+// Nothing before the first work.
+//
+// Thread-safety: none; one thread looks (gemm-server's sweeper).
+//
+//   HeapReleaseSchedule schedule({}, absl::Now(), Activity());
+//   if (schedule.Due(absl::Now(), Activity(), in_flight))
+//   ReleaseFreeHeapMemory();
+class HeapReleaseSchedule {
+ public:
+  struct Options {
+    absl::Duration quiet_before = absl::Milliseconds(500);
+    absl::Duration min_between = absl::Seconds(2);
+    absl::Duration trickle_every = absl::Seconds(30);
+  };
+
+  HeapReleaseSchedule(const Options& options, absl::Time start,
+                      uint64_t activity);
+
+  // One look at the server; true when the memory is to be given back now.
+  bool Due(absl::Time now, uint64_t activity, bool in_flight);
+
+ private:
+  const Options options_;
+  uint64_t last_activity_;
+  absl::Time quiet_since_;
+  // Since when work has gone on without a release.
+  absl::Time working_since_;
+  absl::Time last_release_ = absl::InfinitePast();
+  // Given back since the last work (true before the first: nothing to).
+  bool released_ = true;
+};
 
 }  // namespace gemm
 

@@ -63,6 +63,37 @@ TEST(HeapReleaseTest, GivesBackWhatABurstInThreadsLeftInTheirArenas) {
   EXPECT_GT(ResidentBytes() - before, int64_t{64} << 20);
 }
 
+TEST(HeapReleaseScheduleTest, OncePerQuietSpellAtMostEveryMinBetween) {
+  const absl::Time t0 = absl::UnixEpoch();
+  auto at = [t0](int ms) { return t0 + absl::Milliseconds(ms); };
+  HeapReleaseSchedule schedule({}, t0, 0);
+  // Nothing before the first work, however long it stays idle.
+  EXPECT_FALSE(schedule.Due(at(60000), 0, false));
+  // Work, then 500 ms quiet: once.
+  EXPECT_FALSE(schedule.Due(at(60100), 5, false));
+  EXPECT_FALSE(schedule.Due(at(60400), 5, false));
+  EXPECT_TRUE(schedule.Due(at(60600), 5, false));
+  EXPECT_FALSE(schedule.Due(at(61500), 5, false));
+  // A job 700 ms later, quiet again 500 ms on: not within 2 s of the last.
+  EXPECT_FALSE(schedule.Due(at(61300), 6, false));
+  EXPECT_FALSE(schedule.Due(at(61900), 6, false));
+  EXPECT_TRUE(schedule.Due(at(62700), 6, false));
+  // Nothing while a job is in flight, however long.
+  EXPECT_FALSE(schedule.Due(at(63000), 6, true));
+  EXPECT_FALSE(schedule.Due(at(70000), 6, true));
+}
+
+TEST(HeapReleaseScheduleTest, ATrickleThatNeverGoesQuietGetsOneEvery30s) {
+  const absl::Time t0 = absl::UnixEpoch();
+  HeapReleaseSchedule schedule({}, t0, 0);
+  int releases = 0;
+  // A job answered every 400 ms for 95 s: never 500 ms quiet.
+  for (int ms = 400, activity = 1; ms <= 95000; ms += 400, ++activity) {
+    releases += schedule.Due(t0 + absl::Milliseconds(ms), activity, false);
+  }
+  EXPECT_EQ(releases, 3);
+}
+
 }  // namespace
 }  // namespace gemm
 

@@ -32,10 +32,19 @@ namespace {
 
 constexpr char kServiceName[] = "gemm.v1.GemmService";
 
-// Whether callers are known by more than their address: a token, or a
-// client certificate's name.
-bool CallersHaveIdentities(const GemmServer::Options& options) {
-  return !options.token_file.empty() || !options.tls_client_ca_file.empty();
+// The listener's limits. Callers known by token or certificate are each a
+// client, and an address has a cap of its own.
+ConnectionLimiter::Options ConnectionLimitsOf(
+    const GemmServer::Options& options) {
+  ConnectionLimiter::Options limits;
+  limits.max_connections = options.max_connections;
+  limits.max_connections_per_client = options.max_connections_per_client;
+  if (!options.token_file.empty() || !options.tls_client_ca_file.empty()) {
+    limits.max_connections_per_client = options.max_connections_per_address;
+    limits.per_client_flag = "--max-address-connections";
+    limits.max_connections_per_identity = options.max_connections_per_client;
+  }
+  return limits;
 }
 
 // The executor, with its host allocator, worker count and, where it runs
@@ -224,15 +233,13 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
                ? 0
                : raw->connection_limiter_->ShutOut(client, until);
   };
-  if (CallersHaveIdentities(options)) {
-    service_options.claim_connection =
-        [raw](absl::string_view peer,
-              const std::string& identity) -> absl::Status {
-      return raw->connection_limiter_ == nullptr
-                 ? absl::OkStatus()
-                 : raw->connection_limiter_->ClaimForIdentity(peer, identity);
-    };
-  }
+  service_options.claim_connection =
+      [raw](absl::string_view peer,
+            const std::string& identity) -> absl::Status {
+    return raw->connection_limiter_ == nullptr
+               ? absl::OkStatus()
+               : raw->connection_limiter_->ClaimForIdentity(peer, identity);
+  };
   server->service_ = std::make_unique<GemmServiceImpl>(
       service_options, server->executor_.get(), server->scheduler_.get());
 
@@ -248,24 +255,11 @@ absl::StatusOr<std::unique_ptr<GemmServer>> GemmServer::Create(
     builder.AddListeningPort(options.listen_address, credentials,
                              &server->port_);
   } else {
-    ConnectionLimiter::Options connections;
-    connections.max_connections = options.max_connections;
-    if (CallersHaveIdentities(options)) {
-      connections.max_connections_per_client =
-          options.max_connections_per_address;
-      connections.per_client_flag = "--max-address-connections";
-      connections.max_connections_per_identity =
-          options.max_connections_per_client;
-    } else {
-      connections.max_connections_per_client =
-          options.max_connections_per_client;
-    }
     server->connection_limiter_ =
-        std::make_unique<ConnectionLimiter>(connections);
+        std::make_unique<ConnectionLimiter>(ConnectionLimitsOf(options));
     // Under TLS a refused client cannot be told why in HTTP/2.
-    if (options.tls_cert_file.empty()) {
+    if (options.tls_cert_file.empty())
       server->connection_refuser_ = std::make_unique<ConnectionRefuser>();
-    }
     ASSIGN_OR_RETURN(server->acceptor_,
                      TcpAcceptor::Listen(options.listen_address,
                                          server->connection_limiter_.get(),

@@ -72,52 +72,28 @@ GemmServiceImpl::GemmServiceImpl(const Options& options, Executor* executor,
   absl::Duration period = absl::Seconds(1);
   if (stall > absl::ZeroDuration()) period = std::min(period, stall / 4);
   if (idle > absl::ZeroDuration()) period = std::min(period, idle / 4);
-  // Quick enough to see the server go quiet within kQuietBeforeRelease.
+  // Quick enough to see the server go quiet within half a second
+  // (HeapReleaseSchedule).
   period = std::min(period, absl::Milliseconds(250));
   period = std::max(period, absl::Milliseconds(10));
   sweeper_ = std::thread([this, period, stall] {
     absl::Time last_trim = absl::Now();
-    uint64_t last_activity = Activity();
-    absl::Time quiet_since = absl::Now();
-    absl::Time last_release = absl::InfinitePast();
-    bool released = true;  // nothing to give back before the first job
+    HeapReleaseSchedule release({}, absl::Now(), Activity());
     while (!stop_sweeping_.WaitForNotificationWithTimeout(period)) {
       const absl::Time now = absl::Now();
       if (stall > absl::ZeroDuration()) streams_.ExpireStalled(now);
       regions_.ExpireIdle(now);
       // Memory a burst (or an attack) leaves in malloc's heaps stays with
       // the process under the trim threshold (1 GiB, so that large jobs
-      // reuse it while they run; heap_release.h). It is given back, the
-      // threads' arenas' tops included, once the server has been quiet for
-      // kQuietBeforeRelease (at most every kMinBetweenReleases, so that
-      // large jobs arriving with gaps do not fault their buffers in again
-      // each time), or, under a trickle of jobs that never lets it be
-      // quiet, at a moment with nothing in flight every
-      // kTrickleReleaseEvery. While jobs run, malloc_trim every 10 s gives
-      // back the main arena's top and whole free pages.
-      const uint64_t activity = Activity();
-      const bool idle = inflight_bytes() == 0;
-      const bool changed = activity != last_activity;
-      if (changed || !idle) {
-        last_activity = activity;
-        quiet_since = now;
-        released = false;
-      }
-      const bool quiet = !changed && idle && !released &&
-                         now - quiet_since >= kQuietBeforeRelease &&
-                         now - last_release >= kMinBetweenReleases;
-      const bool trickle = idle && !released &&
-                           now - last_release >= kTrickleReleaseEvery &&
-                           now - start_time_ >= kTrickleReleaseEvery;
-      if (quiet || trickle) {
+      // reuse it while they run); it is given back, the threads' arenas'
+      // tops included, when the server goes quiet (heap_release.h). While
+      // jobs run, malloc_trim every 10 s gives back the main arena's top
+      // and whole free pages.
+      if (release.Due(now, Activity(), inflight_bytes() != 0)) {
         const uint64_t before = ResidentBytes();
         ReleaseFreeHeapMemory();
-        releases_.fetch_add(1);
-        spdlog::debug("{}: free heap memory given back, RSS {} -> {} MiB",
-                      quiet ? "quiet" : "a moment with no job in flight",
+        spdlog::debug("free heap memory given back, RSS {} -> {} MiB",
                       before >> 20, ResidentBytes() >> 20);
-        released = quiet;
-        last_release = now;
         last_trim = now;
       }
       if (now - last_trim >= absl::Seconds(10)) {

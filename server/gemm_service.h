@@ -161,15 +161,6 @@ class GemmServiceImpl final : public GemmServiceBase {
 
   // Jobs turned away before they were accepted (Info's jobs_rejected).
   uint64_t rejected_jobs() const { return intake_.counts().rejected(); }
-  // Times the server gave malloc's free memory back after going quiet.
-  uint64_t heap_releases() const { return releases_.load(); }
-  // How long the server is quiet (no job answered, none in flight) before
-  // the memory a burst left is given back (heap_release.h).
-  static constexpr absl::Duration kQuietBeforeRelease = absl::Milliseconds(500);
-  // At most one such release this often; under jobs that never leave the
-  // server quiet, one at a moment with none in flight this often.
-  static constexpr absl::Duration kMinBetweenReleases = absl::Seconds(2);
-  static constexpr absl::Duration kTrickleReleaseEvery = absl::Seconds(30);
   // Unary Gemm calls whose request is being read, and those waiting for
   // their turn (unary_read_gate.h).
   size_t unary_calls_reading() const { return read_gate_.reading(); }
@@ -234,7 +225,6 @@ class GemmServiceImpl final : public GemmServiceBase {
   UnaryCalls unary_calls_{this};
   // Expires stalled stream jobs every quarter of the stall timeout (at most
   // 250 ms apart), and idle regions; gives memory back once quiet.
-  std::atomic<uint64_t> releases_{0};
   absl::Notification stop_sweeping_;
   std::thread sweeper_;
   const absl::Time start_time_ = absl::Now();

@@ -75,16 +75,6 @@ TEST(LoadTest, CountModeReportsExactlyTheCountWithNoErrors) {
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
-// The server's peak resident memory in MiB (VmHWM), or -1.
-double PeakRssMiB(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024;
-  }
-  return -1;
-}
-
 // Issue 11, defect 6: 32 streams each pipelining 200 jobs of 128^3 got
 // 4,027 of 6,400 jobs back UNAVAILABLE. Streams are flow-controlled now:
 // the server stops reading a stream while the queue or the in-flight
@@ -124,7 +114,7 @@ TEST(LoadTest, PipelinedStreamsAreSlowedDownNotTurnedAway) {
   EXPECT_EQ(JsonNumber(report, "verify_failures"), 0);
   EXPECT_GT(JsonNumber(report, "verified"), 0);
   EXPECT_EQ(JsonNumber(report, "server_jobs_rejected"), 0) << report;
-  const double peak = PeakRssMiB(server.pid());
+  const double peak = server.StatusMiB("VmHWM");
   EXPECT_GT(peak, 0);
   EXPECT_LT(peak, 512) << "the budget is 256 MiB; all jobs are 1.2 GiB";
   std::printf("server peak RSS %.0f MiB\n", peak);

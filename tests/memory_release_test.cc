@@ -5,7 +5,6 @@
 #include <signal.h>
 
 #include <chrono>
-#include <fstream>
 #include <string>
 #include <thread>
 
@@ -20,27 +19,17 @@ using testing::CliResult;
 using testing::RunClient;
 using testing::ServerProcess;
 
-// The process's resident MiB (VmRSS), or -1.
-double ResidentMiB(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024;
-  }
-  return -1;
-}
-
 TEST(MemoryReleaseTest, AQuietServerGivesBackWhatABurstLeft) {
   ServerProcess server;
   ASSERT_TRUE(server.Start().ok());
-  const double idle = ResidentMiB(server.pid());
+  const double idle = server.StatusMiB("VmRSS");
   // 512^3 jobs (3 MiB of operands, 1 MiB of result each) on four
   // connections: gRPC's threads and the workers spread them over arenas.
   CliResult r = RunClient({"load", "-s", server.address(), "--shapes",
                            "512x512x512", "-c", "8", "--connections", "4",
                            "--count", "200", "--warmup-s", "0", "-q"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const double after_burst = ResidentMiB(server.pid());
+  const double after_burst = server.StatusMiB("VmRSS");
   ASSERT_GT(after_burst - idle, 24) << "the burst should grow the heaps";
   // Quiet from now: within a few seconds (well before the 10 s malloc_trim,
   // which does not reach the threads' arenas' tops anyway) most of it goes.
@@ -50,7 +39,7 @@ TEST(MemoryReleaseTest, AQuietServerGivesBackWhatABurstLeft) {
       std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (now > target && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    now = ResidentMiB(server.pid());
+    now = server.StatusMiB("VmRSS");
   }
   EXPECT_LE(now, target) << "idle " << idle << " MiB, after the burst "
                          << after_burst << ", 5 s later " << now;

@@ -41,6 +41,17 @@ ServerProcess::ServerProcess(std::vector<std::string> extra_flags,
   log_file_ = stem + ".log";
 }
 
+double ServerProcess::StatusMiB(const std::string& field) const {
+  std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) {
+      return std::stod(line.substr(field.size() + 1)) / 1024;
+    }
+  }
+  return -1;
+}
+
 std::string ServerProcess::Log() const {
   std::ifstream in(log_file_);
   std::stringstream text;

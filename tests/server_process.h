@@ -56,6 +56,9 @@ class ServerProcess {
   int Wait(double timeout_s);
   // What the server has printed so far (stdout and stderr).
   std::string Log() const;
+  // A memory figure of the running server in MiB, from /proc/PID/status
+  // ("VmRSS", "VmHWM"); -1 when it cannot be read.
+  double StatusMiB(const std::string& field) const;
 
  private:
   std::vector<std::string> flags_;
