@@ -1,10 +1,10 @@
 // copy-bench: what PCIe carries between host memory and one GPU, the
-// yardstick of the shared-memory regions' targets (docs/performance.md):
-// cudaMemcpy host-to-device and device-to-host of one buffer, from memory
-// allocated pinned (cudaMallocHost), from a POSIX shared-memory mapping
-// registered with cudaHostRegister (as gemm-server pins a system region),
-// and from the same mapping unregistered (pageable). Prints one line per
-// case and writes JSON with --json.
+// yardstick of the shared-memory regions' targets
+// (docs/reference/performance.md): cudaMemcpy host-to-device and device-to-host
+// of one buffer, from memory allocated pinned (cudaMallocHost), from a POSIX
+// shared-memory mapping registered with cudaHostRegister (as gemm-server pins a
+// system region), and from the same mapping unregistered (pageable). Prints one
+// line per case and writes JSON with --json.
 //
 //   copy-bench --bytes 268435456 --repeats 10 --json copy.json
 #include <cuda_runtime_api.h>

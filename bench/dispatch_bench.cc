@@ -1,6 +1,6 @@
 // dispatch-bench: how close "auto" comes to the best of its candidates (the
 // dispatch table's kernels that --precision allows: the project's best own
-// kernels and cuBLAS, server/dispatch_calibration.h's AutoCandidates()).
+// kernels and cuBLAS, server/cuda/dispatch_calibration.h's AutoCandidates()).
 //
 // Builds a CudaExecutor (which calibrates its dispatch table, or loads it
 // from --dispatch-cache), then times every candidate on a sweep of shapes
@@ -26,7 +26,7 @@
 #include "common/precision.h"
 #include "kernels/launch_timer.h"
 #include "kernels/sgemm.h"
-#include "server/cuda_executor.h"
+#include "server/cuda/cuda_executor.h"
 
 namespace {
 

@@ -33,8 +33,9 @@ import sys
 import time
 
 from gemmbench_compare import DEFAULT_TOLERANCE_PCT, command_compare
+from gemmbench_e2e import E2E_CASES
 from gemmbench_env import SCHEMA_VERSION, Environment, SkipScenario, commit_id, now_utc, repo_root
-from gemmbench_scenarios import BATCHING_CASES, E2E_CASES, GPU_SUITES, SCENARIOS
+from gemmbench_scenarios import BATCHING_CASES, GPU_SUITES, SCENARIOS
 from gemmbench_soak import SOAK_RSS_GROWTH_MAX_MB, SOAK_RSS_MAX_MB
 from gemmbench_tables import command_tables
 

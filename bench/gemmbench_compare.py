@@ -271,8 +271,9 @@ def command_compare(args):
     for line in format_comparison(comparison):
         print(line)
     if args.json:
-        # Not a scenario report (no schema_version): keep it below
-        # bench/baselines/GPU/, say in ab/NAME/, where `tables` does not look.
+        # Not a scenario report (no schema_version), and not kept in the
+        # tree: an A/B run keeps its notes in bench/baselines/GPU/ab/NAME/
+        # (bench/baselines/RAW.md).
         record = dict(comparison, date=now_utc(),
                       command=shlex.join([sys.argv[0]] + sys.argv[1:]),
                       old=provenance(old, old_path),

@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BAZEL_BIN_PATHS = {
     "gemm-server": "server/gemm-server",
     "gemm-client": "client/gemm-client",
-    "libgemm_blas.so": "client/libgemm_blas.so",
+    "libgemm_blas.so": "client/blas/libgemm_blas.so",
     "serve-bench": "bench/serve-bench",
     "dispatch-bench": "bench/dispatch-bench",
     "gemm-bench": "kernels/gemm-bench",

@@ -3,7 +3,7 @@
 # bundle and the new one run the e2e scenario in turn, ROUNDS times each
 # (OLD first), and gemmbench.py compare holds each of NEW's cases, by its
 # best run, to OLD's best. Two H200 hosts of one kind differ by more than
-# the gate's 10% (docs/decisions.md, 58), so a kept report from another
+# the gate's 10% (docs/decisions/0058-the-e2e-regression-gate-and-a-gate-on-the-same.md), so a kept report from another
 # day and host is a guide, not a gate.
 #
 #   bench/same_host_gate.sh OLD_BUNDLE NEW_BUNDLE OUT [ROUNDS] [-- gemmbench run flags]

@@ -27,7 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
-#include "client/gemm_client.h"
+#include "client/lib/gemm_client.h"
 #include "common/reference_gemm.h"
 #include "nlohmann/json.hpp"
 

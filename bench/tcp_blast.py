@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tcp_blast: what N plain TCP connections carry over loopback.
 
-The yardstick for gemm-service's large jobs (docs/performance.md): N sender
+The yardstick for gemm-service's large jobs (docs/reference/performance.md): N sender
 processes each push bytes through their own TCP connection to N receiver
 processes for --seconds, with large send/recv buffers and no per-byte work
 beyond the kernel's. Prints and writes (--out) JSON with the aggregate and

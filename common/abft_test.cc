@@ -117,7 +117,7 @@ TEST(AbftTest, PredictionsAreTheFloat64SumsOfTheReference) {
 
 // The tolerance is a bound, not an estimate: no clean result fails,
 // whatever its data. (gemm-client load --check runs the same on a live
-// server: docs/operations.md.)
+// server: docs/reference/metrics.md.)
 TEST(AbftTest, CleanResultsNeverFail) {
   std::mt19937_64 rng(11);
   double worst = 0;

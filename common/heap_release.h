@@ -6,8 +6,9 @@
 // one: with a low threshold (8 MiB) every large gRPC buffer's pages were
 // given back on free and faulted in again on the next message, and 1024^3
 // and 4096^3 jobs on the H200 host ran at half their rate
-// (docs/decisions.md 56). The memory a burst (or an attack) leaves in the
-// heaps is given back here instead, once, when the server is idle:
+// (docs/decisions/0056-trim-threshold-1024-mib-again-the-heap-given.md). The
+// memory a burst (or an attack) leaves in the heaps is given back here instead,
+// once, when the server is idle:
 //  - malloc_trim(0): the main arena's top, and the whole free pages inside
 //    every arena's free chunks;
 //  - the threads' arenas' heap tops, which malloc_trim() does not reach.

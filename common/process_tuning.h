@@ -1,6 +1,6 @@
 // Process-wide settings that gemm-server and gemm-client make first thing in
 // main() (TuneProcess()), each measured on the H200 host
-// (docs/performance.md).
+// (docs/reference/performance.md).
 //
 // Allocator: keeps glibc's malloc from handing large blocks back to the
 // kernel on every free. gRPC receives messages into freshly allocated
@@ -22,8 +22,8 @@
 // server kept 154-214 MiB over its idle size there, through two trims;
 // with two arenas it kept 8-45 MiB, at a throughput within the spread of
 // the default's. But two arenas doubled other clients' p99 under several
-// attacks there: gemm-server keeps to two per core (docs/decisions.md, 45,
-// 48 and 55).
+// attacks there: gemm-server keeps to two per core
+// (docs/decisions/0045-two-malloc-arenas-in-gemm-server.md, 48 and 55).
 //
 // Mutexes: Debian's abseil checks every absl::Mutex acquisition for lock
 // cycles, through one global graph behind a spin lock (a profile of the

@@ -6,7 +6,7 @@
 #
 #   PREFIX/bin/gemm-server, PREFIX/bin/gemm-client
 #   PREFIX/lib/libgemm_client.so         the C++ client library
-#   PREFIX/include/gemm-service/...      its headers (#include "client/gemm_client.h")
+#   PREFIX/include/gemm-service/...      its headers (#include "client/lib/gemm_client.h")
 #   PREFIX/lib/pkgconfig/gemm_client.pc  pkg-config --cflags --libs gemm_client
 #   PREFIX/lib/cmake/gemm_client/        find_package(gemm_client), target gemm::client
 #   PREFIX/lib/libgemm_blas.so           the BLAS drop-in (README)
@@ -33,13 +33,13 @@ put() { /usr/bin/install "$@"; }
 version=$("$here/client/gemm-client" --version | awk '{print $NF}')
 include=$prefix/include/gemm-service
 mkdir -p "$prefix/bin" "$prefix/lib/pkgconfig" "$prefix/lib/cmake/gemm_client" \
-  "$include/client" "$include/common" "$include/proto"
+  "$include/client/lib" "$include/common" "$include/proto"
 put -m 755 "$here/server/gemm-server" "$here/client/gemm-client" "$prefix/bin/"
-put -m 755 "$here/client/libgemm_client_shared.so" "$prefix/lib/libgemm_client.so"
-put -m 755 "$here/client/libgemm_blas.so" \
+put -m 755 "$here/client/lib/libgemm_client_shared.so" "$prefix/lib/libgemm_client.so"
+put -m 755 "$here/client/blas/libgemm_blas.so" \
   "$prefix/lib/"
 for h in call_tracker gemm_args gemm_client job_stream retry stream_job; do
-  put -m 644 "$here/client/$h.h" "$include/client/"
+  put -m 644 "$here/client/lib/$h.h" "$include/client/lib/"
 done
 put -m 644 "$here/common/gemm_problem.h" "$include/common/"
 put -m 644 "$here/proto/wire_codec.h" "$here/proto/gemm.pb.h" \

@@ -122,7 +122,7 @@ __device__ __forceinline__ void LoadTileScalar(const float* x, int64_t ld,
 // Which of a fragment's 4 lanes lie inside the matrix. `all` is kept next to
 // `count` rather than derived from it: ptxas 13.0 compiled `count == 4` after
 // a clamp into a predicate that let an out-of-range 16-byte load through
-// (compute-sanitizer, 2026-11-30; see docs/kernels.md).
+// (compute-sanitizer, 2026-11-30; see docs/reference/kernels.md).
 struct LaneMask {
   int count;  // lanes 0..count-1 are inside, 0..4
   bool all;   // count == 4

@@ -26,8 +26,8 @@
 //     added to the running float32 sum (rounded to nearest).
 //
 // wgmma exists only on compute capability 9.0 (compiled as sm_90a); the
-// launcher refuses other devices. docs/kernels.md has the measurements of
-// each step.
+// launcher refuses other devices. docs/reference/kernels.md has the
+// measurements of each step.
 #include <cuda_runtime.h>
 
 #include <algorithm>

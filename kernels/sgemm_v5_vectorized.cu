@@ -13,8 +13,8 @@
 // unchanged (unconditional float4 loads); edge blocks run a masked copy of
 // it, and every block finishes a partial last K tile with K checked lane by
 // lane (the split into full and edge tiles that the chapter's exercise 2
-// mentions; docs/kernels.md has what each variant cost). The predicated
-// float4 loads and stores this needs (LoadLanes, FragmentIterator,
+// mentions; docs/reference/kernels.md has what each variant cost). The
+// predicated float4 loads and stores this needs (LoadLanes, FragmentIterator,
 // StoreOutputRow4) live in sgemm_common.cuh, so that this file differs from
 // v4 by the chapter's idea only.
 #include <cstdint>

@@ -24,8 +24,8 @@
 // float32's error at K = 8192, where this rounds to nearest once per k8
 // step.) The shared-memory tiles get 8 words of padding per k row, so that
 // the fragment reads (a k row per quad of lanes, 8 rows of m or n apart)
-// fall on 32 distinct banks. docs/kernels.md has the measurements of each
-// step.
+// fall on 32 distinct banks. docs/reference/kernels.md has the measurements of
+// each step.
 //
 // An infinite input has big(x) = x and no residual (small(x) = 0), so
 // infinities propagate as in float32 arithmetic.

@@ -15,7 +15,7 @@
 // caller's memory instead would be safe only if a job ended after gRPC had
 // released every slice of it, and gRPC may still hold (and send) a
 // message's slices after reporting its write done, or after the call ended
-// (docs/decisions.md, entry 11).
+// (docs/decisions/0011-zero-copy-client-requests.md).
 //
 // Thread-safety: stateless functions.
 //

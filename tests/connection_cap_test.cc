@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/time/time.h"
+#include "common/wait_until.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/gemm.grpc.pb.h"
@@ -26,6 +28,7 @@ namespace {
 
 using testing::ConnectMany;
 using testing::ServerProcess;
+using testing::WaitUntil;
 
 // Info on a connection of its own (a channel that shares no subchannel),
 // with `token` as a bearer token when not empty.
@@ -56,7 +59,19 @@ TEST(ConnectionCapTest, OneAddressHoldsHundredsOfConnectionsByDefault) {
   ASSERT_EQ(connections.size(), 200u);
   // Every one is handed to gRPC, which sends its SETTINGS (with entries);
   // a refused one would read the refuser's empty SETTINGS, or end-of-file.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Each has had its answer once it has a frame header to read, or EOF.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        for (int fd : connections) {
+          unsigned char frame[9];
+          const ssize_t n =
+              recv(fd, frame, sizeof(frame), MSG_DONTWAIT | MSG_PEEK);
+          if (n != 0 && n != 9) return false;
+        }
+        return true;
+      },
+      absl::Seconds(10), absl::Milliseconds(20)))
+      << "not every connection was answered";
   int refused = 0;
   for (int fd : connections) {
     unsigned char frame[9];
@@ -87,12 +102,8 @@ TEST(ConnectionCapTest, ARefusedClientIsToldWhy) {
       << refused.error_message();
   for (int fd : held) close(fd);
   // Once the client holds fewer, it is served again.
-  bool served = false;
-  for (int i = 0; i < 50 && !served; ++i) {
-    served = CallInfo(server.address()).ok();
-    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_TRUE(served);
+  EXPECT_TRUE(WaitUntil([&] { return CallInfo(server.address()).ok(); },
+                        absl::Seconds(5), absl::Milliseconds(100)));
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 

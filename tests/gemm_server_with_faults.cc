@@ -23,8 +23,8 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/time/time.h"
-#include "server/fault_injecting_executor.h"
-#include "server/server_main.h"
+#include "server/app/server_main.h"
+#include "server/cpu/fault_injecting_executor.h"
 #ifdef GEMM_HAVE_CUDA
 #include "tests/device_fault.h"
 #endif

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "absl/time/clock.h"
-#include "client/gemm_client.h"
+#include "client/lib/gemm_client.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_presence.h"
 #include "tests/server_process.h"

@@ -16,8 +16,10 @@
 #include <map>
 #include <thread>
 
-#include "client/gemm_client.h"
+#include "absl/time/time.h"
+#include "client/lib/gemm_client.h"
 #include "common/reference_gemm.h"
+#include "common/wait_until.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_presence.h"
 #include "tests/metrics_scrape.h"
@@ -286,11 +288,14 @@ TEST_F(GpuIntegrationTest, MetricsCountTheGpuJobsAndItsMemory) {
   // (a job's blocks go back when the server lets go of its call).
   EXPECT_GT(testing::MetricSample(text, "gemm_pinned_host_pool_bytes "), 0);
   double pinned_used = -1;
-  for (int i = 0; i < 50 && pinned_used != 0; ++i) {
-    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    pinned_used = testing::MetricSample(testing::ScrapeMetrics(metrics_port_),
-                                        "gemm_pinned_host_used_bytes ");
-  }
+  testing::WaitUntil(
+      [&] {
+        pinned_used =
+            testing::MetricSample(testing::ScrapeMetrics(metrics_port_),
+                                  "gemm_pinned_host_used_bytes ");
+        return pinned_used == 0;
+      },
+      absl::Seconds(5), absl::Milliseconds(100));
   EXPECT_EQ(pinned_used, 0);
   EXPECT_GT(testing::MetricSample(
                 text, "gemm_device_memory_total_bytes{device=\"cuda:0\""),

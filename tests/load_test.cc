@@ -18,6 +18,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "common/wait_until.h"
 #include "gtest/gtest.h"
 #include "tests/client_cli.h"
 #include "tests/server_process.h"
@@ -31,6 +33,7 @@ using testing::ReadFile;
 using testing::RunClient;
 using testing::ServerProcess;
 using testing::TempPath;
+using testing::WaitUntil;
 
 TEST(LoadTest, CountModeReportsExactlyTheCountWithNoErrors) {
   ServerProcess server;
@@ -362,8 +365,14 @@ TEST(HealthCommandTest, ExitsZeroOnlyWhileServing) {
   r = RunClient({"health", "-s", server.address(), "--service", "nope"});
   EXPECT_EQ(r.exit_code, 1) << "an unknown service";
   server.Signal(SIGTERM);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  r = RunClient({"health", "-s", server.address()});
+  // The drain begins as the signal is handled; the drain delay (3 s) is the
+  // window in which the probe must say so.
+  WaitUntil(
+      [&] {
+        r = RunClient({"health", "-s", server.address()});
+        return r.exit_code == 1;
+      },
+      absl::Seconds(3), absl::Milliseconds(50));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.out, "NOT_SERVING\n") << "during the drain delay";
   EXPECT_EQ(server.Wait(15), 0);

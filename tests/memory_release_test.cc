@@ -8,6 +8,8 @@
 #include <string>
 #include <thread>
 
+#include "absl/time/time.h"
+#include "common/wait_until.h"
 #include "gtest/gtest.h"
 #include "tests/client_cli.h"
 #include "tests/server_process.h"
@@ -18,6 +20,7 @@ namespace {
 using testing::CliResult;
 using testing::RunClient;
 using testing::ServerProcess;
+using testing::WaitUntil;
 
 TEST(MemoryReleaseTest, AQuietServerGivesBackWhatABurstLeft) {
   ServerProcess server;
@@ -35,14 +38,14 @@ TEST(MemoryReleaseTest, AQuietServerGivesBackWhatABurstLeft) {
   // which does not reach the threads' arenas' tops anyway) most of it goes.
   const double target = idle + 0.4 * (after_burst - idle);
   double now = after_burst;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (now > target && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    now = server.StatusMiB("VmRSS");
-  }
-  EXPECT_LE(now, target) << "idle " << idle << " MiB, after the burst "
-                         << after_burst << ", 5 s later " << now;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        now = server.StatusMiB("VmRSS");
+        return now <= target;
+      },
+      absl::Seconds(5), absl::Milliseconds(100)))
+      << "idle " << idle << " MiB, after the burst " << after_burst
+      << ", 5 s later " << now;
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 

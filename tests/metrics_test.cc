@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/gemm_client.h"
-#include "client/shm_region.h"
+#include "client/lib/gemm_client.h"
+#include "client/lib/shm_region.h"
 #include "gtest/gtest.h"
 #include "tests/metrics_scrape.h"
 #include "tests/server_process.h"

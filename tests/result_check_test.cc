@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "client/gemm_client.h"
+#include "client/lib/gemm_client.h"
 #include "common/precision.h"
 #include "gtest/gtest.h"
 #include "tests/server_process.h"

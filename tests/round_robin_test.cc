@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/gemm_client.h"
+#include "client/lib/gemm_client.h"
 #include "common/reference_gemm.h"
 #include "gtest/gtest.h"
 #include "tests/server_process.h"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "client/gemm_client.h"
+#include "client/lib/gemm_client.h"
 #include "common/reference_gemm.h"
 
 namespace gemm::testing {

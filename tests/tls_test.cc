@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "client/gemm_client.h"
-#include "client/shm_region.h"
+#include "client/lib/gemm_client.h"
+#include "client/lib/shm_region.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/gemm.grpc.pb.h"
@@ -80,7 +80,9 @@ class TlsTest : public ::testing::Test {
     TestJob job(33, 17, 9);
     absl::StatusOr<v1::Timing> timing =
         (*client)->Gemm(job.args, job.out.data());
-    if (timing.ok()) EXPECT_LE(job.Error(), 1e-5);
+    if (timing.ok()) {
+      EXPECT_LE(job.Error(), 1e-5);
+    }
     return timing;
   }
   static GemmClient::Options Trusting() {

@@ -2,7 +2,7 @@
 
 Small jobs use the unary Gemm call; a job whose operands or result exceed
 max_unary_bytes goes over a GemmStream call of its own, in chunks, as in the
-C++ client (client/gemm_client.h). stream() pipelines many jobs on one call.
+C++ client (client/lib/gemm_client.h). stream() pipelines many jobs on one call.
 
 Thread-safety: thread-safe; one client may serve many threads and jobs.
 

@@ -19,5 +19,9 @@ cp -rL "$python_dir" "$tmp/src"
   --root-user-action=ignore --no-cache-dir --no-build-isolation --no-index \
   --no-deps --target "$tmp/site" "$tmp/src"
 
-PYTHONPATH="$tmp/site" TEST_TMPDIR="$tmp" /usr/bin/python3 \
-  "$python_dir/tests/test_client.py" "$server" "$python_dir/../proto/gemm.proto"
+# Each test file (test_client.py: jobs, regions, errors; test_client_tls.py:
+# TLS, tokens, mTLS) on its own servers; the first to fail fails the test.
+for test in "$python_dir"/tests/test_*.py; do
+  PYTHONPATH="$tmp/site" TEST_TMPDIR="$tmp" /usr/bin/python3 \
+    "$test" "$server" "$python_dir/../proto/gemm.proto"
+done

@@ -1,10 +1,10 @@
-"""The Python client (gemm_client) against real gemm-server processes.
+"""The Python client (gemm_client) against a real gemm-server process: jobs
+unary, async and on streams, shared-memory regions, chunking, kernels, the
+result check, timings, info and health, errors, and the generated code.
 
-Every result is compared with numpy in float64 (relative Frobenius error at
-most 1e-5); inputs are never 0 and C is NaN wherever beta is 0, so a result
-that was not computed, or that read C when it must not, cannot pass. The
+Every result is compared with numpy in float64 (client_testlib.Case). The
 server's message limit is 4 MiB, so a job above it works only in chunks.
-TLS, mTLS and tokens are tested with certificates made by openssl here.
+TLS, mTLS and tokens are in test_client_tls.py.
 
 Usage: test_client.py GEMM_SERVER GEMM_PROTO (python_client_test.sh runs it
 on the installed package).
@@ -13,10 +13,8 @@ on the installed package).
 import filecmp
 import itertools
 import os
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
@@ -26,80 +24,9 @@ import numpy as np
 import gemm_client
 from gemm_client import GemmClient, GemmError
 
-SERVER, PROTO = (os.path.abspath(path) for path in sys.argv[1:3])
-TMP = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+from client_testlib import PROTO, TMP, Case, ServerProcess
+
 MAX_MESSAGE_BYTES = 4 << 20
-
-
-class ServerProcess:
-    """A gemm-server on a free loopback port, CPU backend."""
-
-    def __init__(self, name, *flags):
-        port_file = os.path.join(TMP, name + ".port")
-        self.process = subprocess.Popen(
-            [SERVER, "--listen", "127.0.0.1:0", "--port-file", port_file,
-             "--backend", "cpu", "--log-level", "warn", "--drain-delay-s",
-             "0", *flags])
-        for _ in range(600):
-            if port := read_text(port_file):
-                break
-            if self.process.poll() is not None:
-                raise RuntimeError(f"gemm-server {flags} exited early")
-            time.sleep(0.05)
-        self.address = "127.0.0.1:" + port
-
-    def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        assert self.process.wait(timeout=60) == 0
-
-
-def read_text(path):
-    """The file's text, stripped; "" while it does not exist."""
-    try:
-        with open(path) as file:
-            return file.read().strip()
-    except FileNotFoundError:
-        return ""
-
-
-def operand(rng, shape):
-    """Uniform in +-[0.5, 1.5): never 0, so nothing cancels to 0 by luck."""
-    values = rng.uniform(0.5, 1.5, shape) * rng.choice([-1, 1], shape)
-    return values.astype(np.float32)
-
-
-def reference(a, b, c, alpha, beta, trans_a, trans_b):
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    want = alpha * ((a64.T if trans_a else a64) @ (b64.T if trans_b else b64))
-    return want + beta * c.astype(np.float64) if beta else want
-
-
-class Case:
-    """A job and what it must give: a (m x k, or k x m with trans_a) and b
-    (k x n, or n x k with trans_b); C is NaN when beta is 0."""
-
-    def __init__(self, rng, m, n, k, alpha=1.0, beta=0.0, trans_a=False,
-                 trans_b=False):
-        self.a = operand(rng, (k, m) if trans_a else (m, k))
-        self.b = operand(rng, (n, k) if trans_b else (k, n))
-        self.c = operand(rng, (m, n)) if beta else np.full((m, n), np.nan,
-                                                           np.float32)
-        self.kwargs = dict(alpha=alpha, beta=beta, trans_a=trans_a,
-                           trans_b=trans_b)
-        self.want = reference(self.a, self.b, self.c, alpha, beta, trans_a,
-                              trans_b)
-
-    def run(self, submit, **extra):
-        """submit(a, b, c, **kwargs): gemm, gemm_async or a stream's."""
-        return submit(self.a, self.b, self.c, **self.kwargs, **extra)
-
-    def check(self, test, result):
-        test.assertEqual(result.c.dtype, np.float32)
-        test.assertEqual(result.c.shape, self.want.shape)
-        error = (np.linalg.norm(result.c - self.want)
-                 / np.linalg.norm(self.want))
-        test.assertLessEqual(error, 1e-5, self.kwargs)
-        test.assertTrue(result.c.flags.writeable)
 
 
 class ClientTest(unittest.TestCase):
@@ -378,120 +305,6 @@ class ClientTest(unittest.TestCase):
                         shallow=False),
             f"{checked_in} is out of date; regenerate it with: protoc "
             "--proto_path=proto --python_out=python/gemm_client gemm.proto")
-
-
-def make_certificates(directory):
-    """A CA; a server certificate for 127.0.0.1 and a client certificate
-    from it; a client certificate from another CA (as tests/tls_test.cc)."""
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-          "-nodes"]
-
-    def path(name):
-        return os.path.join(directory, name)
-
-    def run(*args):
-        subprocess.run(["openssl", *args], check=True, capture_output=True)
-
-    with open(path("server.ext"), "w") as ext:
-        ext.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    for ca in ("ca", "other-ca"):
-        run("req", "-x509", *ec, "-days", "1", "-subj", "/CN=" + ca,
-            "-keyout", path(ca + ".key"), "-out", path(ca + ".pem"))
-    for name, ca in (("server", "ca"), ("client", "ca"),
-                     ("stranger", "other-ca")):
-        run("req", "-new", *ec, "-subj", "/CN=" + name, "-keyout",
-            path(name + ".key"), "-out", path(name + ".csr"))
-        run("x509", "-req", "-days", "1", "-in", path(name + ".csr"), "-CA",
-            path(ca + ".pem"), "-CAkey", path(ca + ".key"), "-CAcreateserial",
-            "-out", path(name + ".pem"),
-            *(["-extfile", path("server.ext")] if name == "server" else []))
-    with open(path("tokens"), "w") as tokens:
-        tokens.write("# name token\nalice 0123456789abcdef0123456789\n")
-    for name, token in (("alice.token", "0123456789abcdef0123456789\n"),
-                        ("wrong.token", "0123456789abcdef0123456780\n")):
-        with open(path(name), "w") as file:
-            file.write(token)
-    return path
-
-
-class TlsTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        directory = os.path.join(TMP, "certs")
-        os.makedirs(directory, exist_ok=True)
-        cls.path = staticmethod(make_certificates(directory))
-        cls.server = ServerProcess(
-            "tls", "--tls-cert", cls.path("server.pem"), "--tls-key",
-            cls.path("server.key"), "--token-file", cls.path("tokens"))
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.stop()
-
-    def setUp(self):
-        self.rng = np.random.default_rng(5)
-
-    def client(self, **options):
-        return GemmClient(self.server.address, timeout=30, **options)
-
-    def test_tls_with_a_token_is_served_unary_and_in_chunks(self):
-        with self.client(tls_ca=self.path("ca.pem"),
-                         token_file=self.path("alice.token"),
-                         max_unary_bytes=4096, chunk_bytes=4096) as client:
-            for m, n, k in ((9, 7, 5), (100, 90, 80)):
-                case = Case(self.rng, m, n, k, beta=1.0)
-                case.check(self, case.run(client.gemm))
-            self.assertEqual(client.health(), "SERVING")
-
-    def test_missing_wrong_or_untrusted_credentials_are_refused(self):
-        case = Case(self.rng, 3, 3, 3)
-        refusals = [
-            ({"tls_ca": self.path("ca.pem")}, grpc.StatusCode.UNAUTHENTICATED),
-            ({"tls_ca": self.path("ca.pem"),
-              "token_file": self.path("wrong.token")},
-             grpc.StatusCode.UNAUTHENTICATED),
-            ({"tls_ca": self.path("other-ca.pem"),
-              "token_file": self.path("alice.token")},
-             grpc.StatusCode.UNAVAILABLE),
-            ({}, grpc.StatusCode.UNAVAILABLE),  # plaintext to a TLS server
-        ]
-        for options, code in refusals:
-            with self.client(**options) as client:
-                with self.assertRaises(GemmError, msg=options) as caught:
-                    case.run(client.gemm)
-                self.assertEqual(caught.exception.code, code, options)
-
-    def test_health_needs_no_token(self):
-        with self.client(tls_ca=self.path("ca.pem")) as client:
-            self.assertEqual(client.health(), "SERVING")
-
-    def test_a_token_only_over_tls(self):
-        with self.assertRaisesRegex(ValueError, "needs TLS"):
-            GemmClient("127.0.0.1:1", token_file=self.path("alice.token"))
-        with self.assertRaisesRegex(ValueError, "go together"):
-            GemmClient("127.0.0.1:1", tls_cert=self.path("client.pem"))
-
-    def test_mutual_tls_wants_a_certificate_from_its_ca(self):
-        server = ServerProcess(
-            "mtls", "--tls-cert", self.path("server.pem"), "--tls-key",
-            self.path("server.key"), "--tls-client-ca", self.path("ca.pem"))
-        case = Case(self.rng, 6, 5, 4)
-        try:
-            with GemmClient(server.address, tls_ca=self.path("ca.pem"),
-                            tls_cert=self.path("client.pem"),
-                            tls_key=self.path("client.key")) as member:
-                case.check(self, case.run(member.gemm))
-            for cert in (None, "stranger"):
-                files = {} if cert is None else {
-                    "tls_cert": self.path(cert + ".pem"),
-                    "tls_key": self.path(cert + ".key")}
-                with GemmClient(server.address, tls_ca=self.path("ca.pem"),
-                                timeout=30, **files) as other:
-                    with self.assertRaises(GemmError, msg=cert):
-                        case.run(other.gemm)
-        finally:
-            server.stop()
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ base=${GEMM_FUZZ_OUTPUT_BASE:-$HOME/.cache/gemm-service-fuzz}
 # target label, corpus directory
 targets=(
   "//proto:wire_codec_fuzzer proto/corpus/wire_codec"
-  "//server:validation_fuzzer server/corpus/validation"
-  "//server:stream_session_fuzzer server/corpus/stream_session"
+  "//server/admission:validation_fuzzer server/admission/corpus/validation"
+  "//server/rpc:stream_session_fuzzer server/rpc/corpus/stream_session"
 )
 labels=()
 for t in "${targets[@]}"; do labels+=("${t%% *}"); done

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "client/gemm_client.h"
+#include "client/lib/gemm_client.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {
