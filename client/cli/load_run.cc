@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "client/cli/load_summary.h"
+#include "client/cli/load_run_parts.h"
 #include "client/cli/shape_operands.h"
 #include "common/precision.h"
 
@@ -18,63 +18,11 @@ namespace {
 
 using Clock = LoadRun::Clock;
 
-double Seconds(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 double Millis(Clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
 }
 
 }  // namespace
-
-// One shape of the mix: its operands and answer, and its share of the jobs.
-struct LoadRun::ShapeData {
-  ShapeOperands operands;
-  double weight = 1.0;
-  // Where its shared A and B are, with a region.
-  RegionOffset a_region;
-  RegionOffset b_region;
-};
-
-// One dispatcher thread and what it owns: every n-th stream, its RNG, its
-// share of the concurrency cap and of the rate, and the records of its jobs.
-// Completions of its jobs take only its lock, so dispatchers do not contend
-// with each other.
-struct LoadRun::Dispatcher {
-  // Whether another job may start under this dispatcher's cap.
-  bool BelowCap() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return cap == 0 || in_flight < cap;
-  }
-  bool Idle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return in_flight == 0; }
-
-  int index = 0;
-  std::vector<int> slots;  // indices into LoadRun::streams_
-  uint64_t next_slot = 0;
-  uint64_t cap = 0;  // jobs outstanding at once; 0 = no cap
-  double rate = 0;   // jobs started per second; 0 = closed loop
-  std::mt19937_64 random;
-  std::discrete_distribution<int> pick_shape;
-  std::bernoulli_distribution pick_own_call;  // LoadOptions.unary_share
-  // Streams that broke and were replaced; finished at the end, since a
-  // stream cannot be destroyed from its own callbacks.
-  std::vector<std::unique_ptr<JobStream>> broken_streams;
-  uint64_t stream_restarts = 0;
-  std::thread thread;
-
-  mutable absl::Mutex mu;
-  // Per-job buffers: C (LoadRun::out_floats_), then the scratch of the
-  // job's own operands (LoadRun::scratch_floats_).
-  std::vector<std::unique_ptr<float[]>> free_buffers ABSL_GUARDED_BY(mu);
-  std::vector<JobRecord> records ABSL_GUARDED_BY(mu);
-  uint64_t sent_by_call[kCalls] ABSL_GUARDED_BY(mu) = {};
-  uint64_t in_flight ABSL_GUARDED_BY(mu) = 0;
-  uint64_t completed ABSL_GUARDED_BY(mu) = 0;
-  uint64_t errors ABSL_GUARDED_BY(mu) = 0;
-  uint64_t verified ABSL_GUARDED_BY(mu) = 0;
-  uint64_t verify_failures ABSL_GUARDED_BY(mu) = 0;
-  std::vector<double> last_second_ms ABSL_GUARDED_BY(mu);
-  std::map<absl::StatusCode, std::string> error_sample ABSL_GUARDED_BY(mu);
-};
 
 LoadRun::LoadRun(GemmClient* client, const LoadOptions& options,
                  JobRegion* region)
@@ -373,32 +321,6 @@ void LoadRun::OnEnd(Dispatcher* d, int shape, int target, float* out,
   d->records.push_back(std::move(record));
 }
 
-void LoadRun::ReportProgress(Clock::time_point start,
-                             Clock::time_point warmup_end) {
-  LoadProgress progress;
-  const Clock::time_point now = Clock::now();
-  progress.elapsed_s = Seconds(now - start);
-  progress.warming_up = now < warmup_end;
-  progress.sent = sent_.load(std::memory_order_relaxed);
-  std::vector<double> last;
-  for (const auto& d : dispatchers_) {
-    std::vector<double> mine;
-    {
-      absl::MutexLock lock(&d->mu);
-      progress.completed += d->completed;
-      progress.errors += d->errors;
-      progress.in_flight += d->in_flight;
-      mine.swap(d->last_second_ms);
-    }
-    last.insert(last.end(), mine.begin(), mine.end());
-  }
-  std::sort(last.begin(), last.end());
-  progress.last_second_rps = last.size();
-  progress.last_second_p50_ms = NearestRankPercentile(last, 50);
-  progress.last_second_p99_ms = NearestRankPercentile(last, 99);
-  options_.on_progress(progress);
-}
-
 LoadReport LoadRun::Run() {
   Prepare();
   const Clock::time_point start = Clock::now();
@@ -431,60 +353,6 @@ LoadReport LoadRun::Run() {
   running.store(false);
   if (progress_thread.joinable()) progress_thread.join();
   return ReportOf(warmup_end);
-}
-
-LoadReport LoadRun::ReportOf(Clock::time_point measure_start) const {
-  LoadReport report;
-  report.mode = options_.rate > 0 ? "rate" : "concurrency";
-  report.targets = client_->channel_targets();
-  report.connections = static_cast<int>(client_->channel_targets().size());
-  report.streams = static_cast<int>(streams_.size());
-  report.concurrency = options_.concurrency;
-  report.rate = options_.rate;
-  report.arrivals = options_.rate == 0 ? "closed-loop"
-                    : options_.poisson ? "poisson"
-                                       : "constant";
-  std::vector<std::string> shape_names;
-  for (const ShapeData& data : shapes_) {
-    shape_names.push_back(
-        absl::StrCat(data.operands.problem().ToString(), ":", data.weight));
-  }
-  report.shapes = absl::StrJoin(shape_names, ",");
-  report.kernel = options_.kernel;
-  report.warmup_s = absl::ToDoubleSeconds(options_.warmup);
-  report.warmup_jobs = warmup_jobs_.load();
-  report.server_side_jobs = server_side_jobs_.load();
-  report.sent = sent_.load();
-  uint64_t sent_by_call[kCalls] = {};
-  std::vector<GemmProblem> problems;
-  for (const ShapeData& data : shapes_) {
-    problems.push_back(data.operands.problem());
-  }
-  LoadSummary summary(std::move(problems), targets_, measure_start);
-  std::map<absl::StatusCode, std::string> error_sample;
-  for (const auto& d : dispatchers_) {
-    absl::MutexLock lock(&d->mu);
-    report.stream_restarts += d->stream_restarts;
-    for (int call = 0; call < kCalls; ++call) {
-      sent_by_call[call] += d->sent_by_call[call];
-    }
-    report.answered_ok += d->completed - d->errors;
-    report.answered_errors += d->errors;
-    report.verified += d->verified;
-    report.verify_failures += d->verify_failures;
-    // The first dispatcher's sample of a code wins.
-    error_sample.insert(d->error_sample.begin(), d->error_sample.end());
-    for (const JobRecord& record : d->records) summary.Add(record);
-  }
-  report.sent_by_call = {{"stream", sent_by_call[kStream]},
-                         {"unary", sent_by_call[kUnary]},
-                         {"own_stream", sent_by_call[kOwnStream]},
-                         {"split", sent_by_call[kSplit]}};
-  for (const auto& [code, message] : error_sample) {
-    report.error_sample[absl::StatusCodeToString(code)] = message;
-  }
-  summary.FillReport(&report);
-  return report;
 }
 
 }  // namespace gemm::client
