@@ -1,12 +1,14 @@
 // dispatch-bench: how close "auto" comes to the best of its candidates (the
-// dispatch table's kernels that --precision allows: the project's best own
-// kernels and cuBLAS, server/cuda/dispatch_calibration.h's AutoCandidates()).
+// kernels that --precision allows among the shape tuner's: every kernel
+// from v6 on, split-K included, and cuBLAS; server/cuda/shape_tuner.h).
 //
 // Builds a CudaExecutor (which calibrates its dispatch table, or loads it
 // from --dispatch-cache), then times every candidate on a sweep of shapes
 // that are mostly off the calibration grid (CUDA events, median of --reps after
 // a warm-up, kernels/launch_timer.h; random operands) and reports, per shape,
-// auto's choice, the best kernel and auto's slowdown against it. Writes JSON.
+// auto's choice at the shape's first job (the table's) and once the tuner
+// measured the shape, the best kernel and auto's slowdown against it.
+// Writes JSON.
 //
 //   dispatch-bench --out dispatch.json   (gemmbench.py run --scenario dispatch
 //   runs it)
@@ -45,7 +47,8 @@ using gemm::kernels::TimeLaunches;
     }                                                              \
   } while (0)
 
-// Median of `reps` timed launches after one warm-up, in milliseconds.
+// Median of `reps` timed launches after one warm-up, in milliseconds; -1
+// when the kernel does not run the shape (CanImplement), fatal otherwise.
 double TimeMs(const std::string& name, int m, int n, int k, const float* a,
               const float* b, float* c, cudaStream_t stream, int reps) {
   const auto* kernel = KernelRegistry::Global().Find(name);
@@ -58,7 +61,8 @@ double TimeMs(const std::string& name, int m, int n, int k, const float* a,
   if (!times.ok()) {
     std::fprintf(stderr, "%s: %s\n", name.c_str(),
                  times.status().ToString().c_str());
-    std::exit(1);
+    if (kernel->CanImplement(args).ok()) std::exit(1);
+    return -1;
   }
   return times->MedianMs();
 }
@@ -131,10 +135,13 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
-  // The table's candidates that this precision allows.
+  // The candidates that this precision allows: the tuner's, or without one
+  // the table's.
   const gemm::Precision precision = gemm::PrecisionNamed(precision_name);
+  gemm::server::ShapeTuner* tuner = (*executor)->shape_tuner();
   std::vector<std::string> candidates;
-  for (const std::string& name : policy.kernels()) {
+  for (const std::string& name :
+       tuner != nullptr ? tuner->kernels() : policy.kernels()) {
     const auto* kernel = KernelRegistry::Global().Find(name);
     if (kernel != nullptr &&
         gemm::KernelMayServe(kernel->precision(), precision)) {
@@ -142,13 +149,14 @@ int main(int argc, char** argv) {
     }
   }
   std::vector<std::string> rows;
-  double worst = 0, sum_auto = 0, sum_best = 0;
+  double worst = 0, worst_first = 0, sum_auto = 0, sum_best = 0;
   int own_chosen = 0;
   std::printf("%-18s", "shape");
   for (const std::string& name : candidates) {
     std::printf(" %10s", (name + " ms").c_str());
   }
-  std::printf(" %8s %8s %9s\n", "auto", "best", "auto/best");
+  std::printf(" %9s %9s %9s %9s %9s\n", "first", "auto", "best", "first/best",
+              "auto/best");
   for (auto& s : shapes) {
     const gemm::GemmProblem shape{static_cast<uint32_t>(s[0]),
                                   static_cast<uint32_t>(s[1]),
@@ -157,27 +165,46 @@ int main(int argc, char** argv) {
     for (const std::string& name : candidates) {
       ms.push_back(TimeMs(name, s[0], s[1], s[2], a, b, c, stream, reps));
     }
+    // The first job of the shape gets the table's choice and queues the
+    // shape; once the tuner measured it, the next job gets the tuned one.
+    const absl::StatusOr<std::string> first =
+        (*executor)->ResolveKernel(shape, "auto", precision);
+    if (tuner != nullptr) tuner->WaitIdle();
     const absl::StatusOr<std::string> resolved =
         (*executor)->ResolveKernel(shape, "auto", precision);
-    if (!resolved.ok()) {
-      std::fprintf(stderr, "auto: %s\n", resolved.status().ToString().c_str());
+    if (!first.ok() || !resolved.ok()) {
+      std::fprintf(stderr, "auto: %s\n",
+                   (first.ok() ? resolved : first).status().ToString().c_str());
       return 1;
     }
     const std::string& chosen = *resolved;
     const size_t best_index =
-        std::min_element(ms.begin(), ms.end()) - ms.begin();
-    const size_t chosen_index =
-        std::find(candidates.begin(), candidates.end(), chosen) -
-        candidates.begin();
-    if (chosen_index == ms.size()) {
-      std::fprintf(stderr, "auto chose %s, not a candidate\n", chosen.c_str());
+        std::min_element(ms.begin(), ms.end(),
+                         [](double x, double y) {
+                           // Failed (negative) times never win.
+                           return x >= 0 && (y < 0 || x < y);
+                         }) -
+        ms.begin();
+    const auto index_of = [&](const std::string& name) {
+      return static_cast<size_t>(
+          std::find(candidates.begin(), candidates.end(), name) -
+          candidates.begin());
+    };
+    const size_t chosen_index = index_of(chosen);
+    const size_t first_index = index_of(*first);
+    if (chosen_index == ms.size() || first_index == ms.size() ||
+        ms[chosen_index] < 0 || ms[first_index] < 0) {
+      std::fprintf(stderr, "auto chose %s then %s, not a candidate that runs\n",
+                   first->c_str(), chosen.c_str());
       return 1;
     }
-    if (chosen != "cublas") ++own_chosen;
+    if (chosen.rfind("cublas", 0) != 0) ++own_chosen;
     const double auto_ms = ms[chosen_index];
     const double best = ms[best_index];
     const double ratio = auto_ms / best;
+    const double first_ratio = ms[first_index] / best;
     worst = std::max(worst, ratio);
+    worst_first = std::max(worst_first, first_ratio);
     sum_auto += auto_ms;
     sum_best += best;
     std::printf("%5dx%5dx%5d", s[0], s[1], s[2]);
@@ -187,29 +214,33 @@ int main(int argc, char** argv) {
       times.push_back(
           absl::StrFormat("\"%s\": %.5f", candidates[i].c_str(), ms[i]));
     }
-    std::printf(" %8s %8s %9.3f\n", chosen.c_str(),
-                candidates[best_index].c_str(), ratio);
+    std::printf(" %9s %9s %9s %9.3f %9.3f\n", first->c_str(), chosen.c_str(),
+                candidates[best_index].c_str(), first_ratio, ratio);
     rows.push_back(absl::StrFormat(
-        "{\"m\": %d, \"n\": %d, \"k\": %d, \"times_ms\": {%s}, \"auto\": "
-        "\"%s\", \"best\": \"%s\", \"auto_over_best\": %.4f}",
-        s[0], s[1], s[2], absl::StrJoin(times, ", "), chosen,
-        candidates[best_index], ratio));
+        "{\"m\": %d, \"n\": %d, \"k\": %d, \"times_ms\": {%s}, "
+        "\"auto_first\": \"%s\", \"auto\": \"%s\", \"best\": \"%s\", "
+        "\"first_over_best\": %.4f, \"auto_over_best\": %.4f}",
+        s[0], s[1], s[2], absl::StrJoin(times, ", "), *first, chosen,
+        candidates[best_index], first_ratio, ratio));
   }
   const auto devices = (*executor)->devices();
   std::printf(
-      "worst auto/best %.3f; sum over the sweep %.3f; own kernels chosen for "
-      "%d of %zu shapes; table %s (%zu shapes), executor start %.2f s\n",
-      worst, sum_auto / sum_best, own_chosen, shapes.size(),
+      "worst auto/best %.3f (at first use %.3f); sum over the sweep %.3f; own "
+      "kernels chosen for %d of %zu shapes; table %s (%zu shapes), executor "
+      "start %.2f s\n",
+      worst, worst_first, sum_auto / sum_best, own_chosen, shapes.size(),
       policy.origin().c_str(), policy.entries().size(), create_s);
   const std::string json = absl::StrFormat(
       "{\"device\": \"%s\", \"precision\": \"%s\", \"table\": \"%s\", "
       "\"table_shapes\": %d, "
       "\"candidates\": [\"%s\"], \"own_kernel_chosen\": %d, "
-      "\"executor_start_s\": %.3f, \"reps\": %d, \"worst_auto_over_best\": "
-      "%.4f, \"sweep_auto_over_best\": %.4f, \"shapes\": [%s]}",
+      "\"executor_start_s\": %.3f, \"reps\": %d, \"tuned\": %s, "
+      "\"worst_auto_over_best\": %.4f, \"worst_first_over_best\": %.4f, "
+      "\"sweep_auto_over_best\": %.4f, \"shapes\": [%s]}",
       devices.front().name, precision_name, policy.origin(),
       policy.entries().size(), absl::StrJoin(candidates, "\", \""), own_chosen,
-      create_s, reps, worst, sum_auto / sum_best, absl::StrJoin(rows, ",\n  "));
+      create_s, reps, tuner != nullptr ? "true" : "false", worst, worst_first,
+      sum_auto / sum_best, absl::StrJoin(rows, ",\n  "));
   if (!out.empty()) std::ofstream(out) << json << "\n";
   return 0;
 }

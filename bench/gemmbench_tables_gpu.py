@@ -60,18 +60,26 @@ def table_dispatch(report, path):
     candidates = r.get("candidates", ["v5", "cublas"])
     times = lambda s: s.get("times_ms") or {"v5": s["v5_ms"], "cublas": s["cublas_ms"]}
     label = lambda name: "cuBLAS" if name == "cublas" else name
+    # Reports since the shape tuner also name the first job's choice.
+    tuned = "auto_first" in r["shapes"][0] if r["shapes"] else False
+    ms = lambda x: f"{x:.4f}" if x >= 0 else "-"
     lines = ["| M x N x K | " + " | ".join(f"{label(c)} (ms)" for c in candidates)
+             + (" | first job | first / best" if tuned else "")
              + " | auto picks | best | auto / best |",
-             "|---|" + "---:|" * len(candidates) + "---|---|---:|"]
+             "|---|" + "---:|" * len(candidates) + ("---|---:|" if tuned else "")
+             + "---|---|---:|"]
     for s in r["shapes"]:
         t = times(s)
+        first = f" | {s['auto_first']} | {s['first_over_best']:.3f}" if tuned else ""
         lines.append(f"| {s['m']}x{s['n']}x{s['k']} | "
-                     + " | ".join(f"{t[c]:.4f}" for c in candidates)
+                     + " | ".join(ms(t[c]) for c in candidates) + first
                      + f" | {s['auto']} | {s['best']} | {s['auto_over_best']:.3f} |")
     own = r.get("own_kernel_chosen")
     chosen = (f"auto sends {own} of {len(r['shapes'])} shapes to the project's own kernel; "
               if own is not None else "")
-    return lines + ["", f"Worst auto/best {r['worst_auto_over_best']:.3f}; {chosen}table of "
+    at_first = (f" (at a shape's first job {r['worst_first_over_best']:.3f})"
+                if "worst_first_over_best" in r else "")
+    return lines + ["", f"Worst auto/best {r['worst_auto_over_best']:.3f}{at_first}; {chosen}table of "
                         f"{r['table_shapes']} shapes. " + provenance(report, path)]
 
 

@@ -56,6 +56,7 @@
 #include "server/cuda/cuda_executor_options.h"
 #include "server/cuda/dispatch_policy.h"
 #include "server/cuda/pinned_host_pool.h"
+#include "server/cuda/shape_tuner.h"
 #include "server/cuda/stream_slots.h"
 
 namespace gemm::server {
@@ -76,11 +77,12 @@ class CudaExecutor final : public Executor {
   std::vector<DeviceDescription> devices() const override;
   std::vector<std::string> kernels() const override;
   std::vector<KernelDescription> kernel_details() const override;
-  // "auto" chooses by shape (DispatchPolicy) among the candidates the
-  // precision allows: the float32 kernels for float32, those and v12
-  // (3xTF32, where every device runs it) for the float32-accurate Tensor
-  // Core mode; for TF32 and BF16 it is cuBLAS's Tensor Core entry. A named
-  // kernel must be one of kernels().
+  // "auto" chooses by shape among the candidates the precision allows:
+  // the float32 kernels for float32, those and the 3xTF32 ones for the
+  // float32-accurate Tensor Core mode; for TF32 and BF16 cuBLAS's Tensor
+  // Core entry. A shape the tuner measured (shape_tuner.h) gets its
+  // fastest kernel; any other the calibrated table's (DispatchPolicy), and
+  // is queued for measuring. A named kernel must be one of kernels().
   absl::StatusOr<std::string> ResolveKernel(
       const GemmProblem& problem, absl::string_view requested,
       Precision precision = Precision::kFp32) const override;
@@ -97,6 +99,8 @@ class CudaExecutor final : public Executor {
   // Batches that can usefully run at once: devices x streams per device.
   int concurrency() const;
   const DispatchPolicy& dispatch_policy() const { return policy_; }
+  // The shape tuner; null without calibration or with max_tuned_shapes 0.
+  ShapeTuner* shape_tuner() const { return tuner_.get(); }
   // Device memory bytes a job of `problem` needs (its packed operands and
   // its check's scratch).
   static uint64_t DeviceBytes(const GemmProblem& problem);
@@ -154,6 +158,9 @@ class CudaExecutor final : public Executor {
   std::vector<std::vector<bool>> auto_allowed_;
   uint64_t smallest_budget_ = 0;
   ResultCorrupter corrupter_;
+  // After devices_: it measures on the first device, and stops first.
+  std::unique_ptr<ShapeTuner> tuner_;
+  std::vector<std::vector<bool>> tuner_allowed_;  // as auto_allowed_
 };
 
 }  // namespace gemm::server

@@ -9,6 +9,7 @@
 #ifndef GEMM_SERVER_CUDA_CUDA_EXECUTOR_OPTIONS_H_
 #define GEMM_SERVER_CUDA_CUDA_EXECUTOR_OPTIONS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -49,6 +50,12 @@ struct CudaExecutorOptions {
   // and saved to after a calibration. Default empty: calibrate at every
   // start, keep the table in memory only.
   std::string dispatch_cache;
+  // Shapes "auto" measures at the shape itself (shape_tuner.h): the first
+  // job of a shape runs the table's choice and queues the shape; a thread
+  // times every candidate there on a low-priority stream; later jobs of
+  // the shape run the fastest. Past this many shapes, new ones keep the
+  // table's choice. 0: no tuning. Needs calibrate. Default 4096.
+  size_t max_tuned_shapes = 4096;
 };
 
 }  // namespace gemm::server

@@ -46,8 +46,13 @@ TEST_F(CudaExecutorTest, DescribesDevicesAndKernels) {
 TEST_F(CudaExecutorTest, ResolvesKernels) {
   auto chosen = executor_->ResolveKernel(Shape(1024, 1024, 1024), "auto");
   ASSERT_TRUE(chosen.ok());
-  // One of the candidates (dispatch_calibration.h).
-  const std::vector<std::string> candidates = AutoCandidates(true);
+  // One of the candidates: the table's (dispatch_calibration.h) at a
+  // shape's first job, the tuner's later.
+  std::vector<std::string> candidates = AutoCandidates(true);
+  ASSERT_NE(executor_->shape_tuner(), nullptr);
+  for (const std::string& name : executor_->shape_tuner()->kernels()) {
+    candidates.push_back(name);
+  }
   EXPECT_NE(std::find(candidates.begin(), candidates.end(), *chosen),
             candidates.end())
       << *chosen;
@@ -69,6 +74,56 @@ TEST_F(CudaExecutorTest, ResolvesKernels) {
   EXPECT_EQ(executor_->ResolveKernel(Shape(8, 8, 8), "v99").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(executor_->dispatch_policy().entries().size(), 343u);
+}
+
+// A shape's first job queues it for the tuner; once measured, auto runs
+// the fastest kernel its precision allows there, split-K ones included,
+// and that kernel's results are right (transposes and beta too).
+TEST_F(CudaExecutorTest, AutoRunsTheTunedKernelOnceTheShapeIsMeasured) {
+  ShapeTuner* tuner = executor_->shape_tuner();
+  ASSERT_NE(tuner, nullptr);
+  const std::vector<std::string>& kernels = tuner->kernels();
+  for (const char* split_k : {"v8", "v11"}) {
+    EXPECT_NE(std::find(kernels.begin(), kernels.end(), split_k), kernels.end())
+        << split_k;
+  }
+  EXPECT_EQ(std::find(kernels.begin(), kernels.end(), "v5"), kernels.end());
+  uint64_t seed = 5000;
+  for (const GemmProblem& shape :
+       {Shape(64, 64, 8192), Shape(3000, 200, 3000, true, false),
+        Shape(333, 555, 777, false, true)}) {
+    for (Precision precision : {Precision::kFp32, Precision::kFp32Tensor}) {
+      ASSERT_TRUE(executor_->ResolveKernel(shape, "auto", precision).ok());
+      tuner->WaitIdle();
+      auto tuned = executor_->ResolveKernel(shape, "auto", precision);
+      ASSERT_TRUE(tuned.ok()) << tuned.status();
+      // The fastest measured kernel of those the precision allows.
+      std::string fastest;
+      double best = 0;
+      for (const ShapeTuner::Tuned& entry : tuner->tuned()) {
+        if (entry.m != shape.m || entry.n != shape.n || entry.k != shape.k) {
+          continue;
+        }
+        for (size_t i = 0; i < entry.ms.size(); ++i) {
+          const kernels::SgemmKernel* kernel =
+              kernels::KernelRegistry::Global().Find(kernels[i]);
+          if (entry.ms[i] < 0 ||
+              !KernelMayServe(kernel->precision(), precision)) {
+            continue;
+          }
+          if (fastest.empty() || entry.ms[i] < best) {
+            fastest = kernels[i];
+            best = entry.ms[i];
+          }
+        }
+      }
+      EXPECT_EQ(*tuned, fastest) << shape.ToString();
+      std::vector<TestJob> jobs;
+      jobs.push_back(MakeJob(executor_->host_allocator(), shape, *tuned, 1.0f,
+                             0.5f, seed += 10));
+      RunAndCheck(jobs);
+    }
+  }
 }
 
 TEST_F(CudaExecutorTest, EveryKernelOnOddShapesUnbatched) {

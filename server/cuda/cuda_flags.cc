@@ -45,6 +45,14 @@ void AddCudaFlags(CLI::App& app, CudaExecutorOptions* options) {
                  "file the dispatch table is loaded from if it holds one for "
                  "this GPU, else saved to after calibrating")
       ->group(group);
+  app.add_option("--max-tuned-shapes", options->max_tuned_shapes,
+                 "shapes kernel=auto measures at the shape itself, off the "
+                 "request path, after its first job of the shape (every "
+                 "kernel from v6 on, split-K included, and cuBLAS); later jobs "
+                 "of a measured shape run its fastest kernel (0: the "
+                 "calibrated table's choice only)")
+      ->capture_default_str()
+      ->group(group);
 }
 
 }  // namespace gemm::server

@@ -1,8 +1,11 @@
 #include "server/cuda/dispatch_calibration.h"
 
+#include <algorithm>
+#include <memory>
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/precision.h"
 #include "common/status_macros.h"
@@ -82,16 +85,121 @@ absl::StatusOr<DispatchPolicy> Measure(CudaDevice& device, bool with_wgmma) {
   return policy;
 }
 
+// The tuner's device state: a low-priority stream of its own and the
+// operands of the shape it measures, kept across that shape's kernels.
+class TunerDevice {
+ public:
+  explicit TunerDevice(CudaDevice& device) : device_(device) {}
+  ~TunerDevice() {
+    cudaSetDevice(device_.ordinal());
+    Release();
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  absl::StatusOr<double> Time(const std::string& name,
+                              const GemmProblem& shape) {
+    RETURN_IF_ERROR(
+        CudaStatus(cudaSetDevice(device_.ordinal()), "cudaSetDevice"));
+    const SgemmKernel* kernel = KernelRegistry::Global().Find(name);
+    if (kernel == nullptr) {
+      return absl::NotFoundError(absl::StrCat("no kernel ", name));
+    }
+    RETURN_IF_ERROR(Prepare(shape));
+    return TimeKernel(*kernel, shape.m, shape.n, shape.k, a_, b_, c_, stream_);
+  }
+
+ private:
+  // Random operands of `shape` on the device (timing on zeros can flatter
+  // a kernel), at most an eighth of the device's budget.
+  absl::Status Prepare(const GemmProblem& shape) {
+    if (stream_ == nullptr) {
+      int lowest = 0, greatest = 0;
+      cudaDeviceGetStreamPriorityRange(&lowest, &greatest);
+      RETURN_IF_ERROR(CudaStatus(
+          cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, lowest),
+          "tuner stream"));
+    }
+    const uint64_t a = uint64_t{shape.m} * shape.k;
+    const uint64_t b = uint64_t{shape.k} * shape.n;
+    const uint64_t c = uint64_t{shape.m} * shape.n;
+    if (block_ != nullptr && a == a_elems_ && b == b_elems_ && c == c_elems_) {
+      return absl::OkStatus();
+    }
+    Release();
+    const uint64_t bytes = 4 * (a + b + c);
+    if (bytes > device_.pool().budget() / 8) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "%s needs %d bytes, more than an eighth of the device budget",
+          shape.ToString(), bytes));
+    }
+    ASSIGN_OR_RETURN(block_, device_.pool().Allocate(bytes));
+    bytes_ = bytes;
+    a_ = static_cast<float*>(block_);
+    b_ = a_ + a;
+    c_ = b_ + b;
+    a_elems_ = a, b_elems_ = b, c_elems_ = c;
+    if (random_.empty()) {
+      random_.resize(size_t{1} << 20);
+      std::mt19937 rng(7);
+      std::uniform_real_distribution<float> dist(-1.f, 1.f);
+      for (float& x : random_) x = dist(rng);
+    }
+    for (uint64_t at = 0; at < a + b; at += random_.size()) {
+      const uint64_t n = std::min<uint64_t>(random_.size(), a + b - at);
+      RETURN_IF_ERROR(
+          CudaStatus(cudaMemcpyAsync(a_ + at, random_.data(), 4 * n,
+                                     cudaMemcpyHostToDevice, stream_),
+                     "tuner upload"));
+    }
+    return CudaStatus(cudaStreamSynchronize(stream_), "tuner upload");
+  }
+
+  void Release() {
+    if (block_ == nullptr) return;
+    cudaStreamSynchronize(stream_);
+    device_.pool().Free(block_, bytes_);
+    block_ = nullptr;
+  }
+
+  CudaDevice& device_;
+  cudaStream_t stream_ = nullptr;
+  void* block_ = nullptr;
+  uint64_t bytes_ = 0, a_elems_ = 0, b_elems_ = 0, c_elems_ = 0;
+  float *a_ = nullptr, *b_ = nullptr, *c_ = nullptr;
+  std::vector<float> random_;
+};
+
 }  // namespace
+
+std::vector<std::string> TunerCandidates(
+    const std::vector<std::string>& kernels) {
+  std::vector<std::string> candidates;
+  for (const std::string& name : kernels) {
+    if (name.size() == 2 && name[0] == 'v' && name[1] >= '0' &&
+        name[1] <= '5') {
+      continue;  // the teaching road
+    }
+    candidates.push_back(name);
+  }
+  return candidates;
+}
+
+ShapeTuner::Measure ShapeMeasure(CudaDevice& device) {
+  auto state = std::make_shared<TunerDevice>(device);
+  return [state](const std::string& kernel, const GemmProblem& shape) {
+    return state->Time(kernel, shape);
+  };
+}
 
 // The project's best own kernels, as tile configurations measured per
 // shape, and cuBLAS: v10 wins on large and odd shapes, v10-64x64 and
 // v7-64x64 where the 128 x 128 grid is too small for the GPU, v6 and v7 on
 // some mid-sized ones (docs/reference/kernels.md); v0..v5 never beat them. With
 // with_wgmma, v12 (3xTF32) for the jobs whose precision allows it. The
-// split-K kernels (v8, v11) are left out: their split count jumps between
-// the grid's shapes, so the nearest grid point misjudges them off the grid
-// (with v8, auto ran 333x555x777 1.27x slower than cuBLAS).
+// split-K kernels (v8, v11) are left out of the table: their split count
+// jumps between the grid's shapes, so interpolating misjudges them off the
+// grid (with v8, auto ran 333x555x777 1.27x slower than cuBLAS); the shape
+// tuner, which measures at the job's own shape, has them.
 std::vector<std::string> AutoCandidates(bool with_wgmma) {
   std::vector<std::string> candidates = {"v6",  "v7",        "v7-64x64",
                                          "v10", "v10-64x64", "cublas"};

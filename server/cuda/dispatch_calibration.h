@@ -23,6 +23,7 @@
 #include "server/cuda/cuda_device.h"
 #include "server/cuda/cuda_executor_options.h"
 #include "server/cuda/dispatch_policy.h"
+#include "server/cuda/shape_tuner.h"
 
 namespace gemm::server {
 
@@ -35,6 +36,19 @@ std::vector<std::string> AutoCandidates(bool with_wgmma);
 // all are compute capability 9.0), in the registry's order.
 std::vector<std::string> KernelsEveryDeviceRuns(
     const std::vector<std::unique_ptr<CudaDevice>>& devices);
+
+// The shape tuner's candidates (shape_tuner.h): every one of `kernels`
+// but the chapter's teaching road (v0..v5), which never wins: the split-K
+// kernels included, since the tuner measures them at the job's own shape.
+std::vector<std::string> TunerCandidates(
+    const std::vector<std::string>& kernels);
+
+// The shape tuner's measuring function on `device`: a low-priority stream
+// of its own, random operands from the device's pool (shapes needing more
+// than an eighth of its budget are not measured), timed as the
+// calibration times (median of up to 11 launches, about 5 ms of them).
+// `device` must outlive the function.
+ShapeTuner::Measure ShapeMeasure(CudaDevice& device);
 
 // For each precision (indexed by its enum value), which of `kernels` a job
 // of that precision may run (KernelMayServe): the masks the executor hands
