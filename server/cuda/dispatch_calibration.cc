@@ -85,33 +85,58 @@ absl::StatusOr<DispatchPolicy> Measure(CudaDevice& device, bool with_wgmma) {
   return policy;
 }
 
-// The tuner's device state: a low-priority stream of its own and the
-// operands of the shape it measures, kept across that shape's kernels.
+// The tuner's measurements on one device: a low-priority stream of its
+// own, and random operands of the shape measured (timing on zeros can
+// flatter a kernel), held only while it is measured.
 class TunerDevice {
  public:
   explicit TunerDevice(CudaDevice& device) : device_(device) {}
   ~TunerDevice() {
-    cudaSetDevice(device_.ordinal());
-    Release();
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (stream_ != nullptr) {
+      cudaSetDevice(device_.ordinal());
+      cudaStreamDestroy(stream_);
+    }
   }
 
-  absl::StatusOr<double> Time(const std::string& name,
-                              const GemmProblem& shape) {
-    RETURN_IF_ERROR(
-        CudaStatus(cudaSetDevice(device_.ordinal()), "cudaSetDevice"));
-    const SgemmKernel* kernel = KernelRegistry::Global().Find(name);
-    if (kernel == nullptr) {
-      return absl::NotFoundError(absl::StrCat("no kernel ", name));
+  // Each kernel's time at `shape`: the better of two rounds (kernels
+  // interleaved, so that a moment of noise or a clock change does not
+  // decide alone), negative where a kernel failed both.
+  std::vector<double> TimeAll(const GemmProblem& shape,
+                              const std::vector<std::string>& names) {
+    std::vector<double> ms(names.size(), -1.0);
+    if (!CudaStatus(cudaSetDevice(device_.ordinal()), "cudaSetDevice").ok()) {
+      return ms;
     }
-    RETURN_IF_ERROR(Prepare(shape));
-    return TimeKernel(*kernel, shape.m, shape.n, shape.k, a_, b_, c_, stream_);
+    const uint64_t a = uint64_t{shape.m} * shape.k;
+    const uint64_t b = uint64_t{shape.k} * shape.n;
+    const uint64_t bytes = 4 * (a + b + uint64_t{shape.m} * shape.n);
+    void* block = nullptr;
+    if (absl::Status ready = Prepare(bytes, a + b, &block); !ready.ok()) {
+      spdlog::warn("shape tuner: {} not measured: {}", shape.ToString(),
+                   ready.ToString());
+      return ms;
+    }
+    const float* a_ptr = static_cast<float*>(block);
+    const float* b_ptr = a_ptr + a;
+    float* c_ptr = static_cast<float*>(block) + a + b;
+    for (int round = 0; round < 2; ++round) {
+      for (size_t i = 0; i < names.size(); ++i) {
+        const SgemmKernel* kernel = KernelRegistry::Global().Find(names[i]);
+        if (kernel == nullptr) continue;
+        absl::StatusOr<double> t = TimeKernel(
+            *kernel, shape.m, shape.n, shape.k, a_ptr, b_ptr, c_ptr, stream_);
+        if (t.ok() && (ms[i] < 0 || *t < ms[i])) ms[i] = *t;
+      }
+    }
+    cudaStreamSynchronize(stream_);
+    device_.pool().Free(block, bytes);
+    return ms;
   }
 
  private:
-  // Random operands of `shape` on the device (timing on zeros can flatter
-  // a kernel), at most an eighth of the device's budget.
-  absl::Status Prepare(const GemmProblem& shape) {
+  // The stream, and `bytes` from the device's pool (at most an eighth of
+  // its budget) with its first `random` floats random.
+  absl::Status Prepare(uint64_t bytes, uint64_t random, void** block) {
     if (stream_ == nullptr) {
       int lowest = 0, greatest = 0;
       cudaDeviceGetStreamPriorityRange(&lowest, &greatest);
@@ -119,53 +144,37 @@ class TunerDevice {
           cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, lowest),
           "tuner stream"));
     }
-    const uint64_t a = uint64_t{shape.m} * shape.k;
-    const uint64_t b = uint64_t{shape.k} * shape.n;
-    const uint64_t c = uint64_t{shape.m} * shape.n;
-    if (block_ != nullptr && a == a_elems_ && b == b_elems_ && c == c_elems_) {
-      return absl::OkStatus();
-    }
-    Release();
-    const uint64_t bytes = 4 * (a + b + c);
     if (bytes > device_.pool().budget() / 8) {
       return absl::ResourceExhaustedError(absl::StrFormat(
-          "%s needs %d bytes, more than an eighth of the device budget",
-          shape.ToString(), bytes));
+          "needs %d bytes, more than an eighth of the device budget", bytes));
     }
-    ASSIGN_OR_RETURN(block_, device_.pool().Allocate(bytes));
-    bytes_ = bytes;
-    a_ = static_cast<float*>(block_);
-    b_ = a_ + a;
-    c_ = b_ + b;
-    a_elems_ = a, b_elems_ = b, c_elems_ = c;
+    ASSIGN_OR_RETURN(*block, device_.pool().Allocate(bytes));
     if (random_.empty()) {
       random_.resize(size_t{1} << 20);
       std::mt19937 rng(7);
       std::uniform_real_distribution<float> dist(-1.f, 1.f);
       for (float& x : random_) x = dist(rng);
     }
-    for (uint64_t at = 0; at < a + b; at += random_.size()) {
-      const uint64_t n = std::min<uint64_t>(random_.size(), a + b - at);
-      RETURN_IF_ERROR(
-          CudaStatus(cudaMemcpyAsync(a_ + at, random_.data(), 4 * n,
-                                     cudaMemcpyHostToDevice, stream_),
-                     "tuner upload"));
+    float* to = static_cast<float*>(*block);
+    absl::Status copied;
+    for (uint64_t at = 0; at < random && copied.ok(); at += random_.size()) {
+      const uint64_t n = std::min<uint64_t>(random_.size(), random - at);
+      copied = CudaStatus(cudaMemcpyAsync(to + at, random_.data(), 4 * n,
+                                          cudaMemcpyHostToDevice, stream_),
+                          "tuner upload");
     }
-    return CudaStatus(cudaStreamSynchronize(stream_), "tuner upload");
-  }
-
-  void Release() {
-    if (block_ == nullptr) return;
-    cudaStreamSynchronize(stream_);
-    device_.pool().Free(block_, bytes_);
-    block_ = nullptr;
+    if (copied.ok()) {
+      copied = CudaStatus(cudaStreamSynchronize(stream_), "tuner upload");
+    }
+    if (!copied.ok()) {
+      cudaStreamSynchronize(stream_);
+      device_.pool().Free(*block, bytes);
+    }
+    return copied;
   }
 
   CudaDevice& device_;
   cudaStream_t stream_ = nullptr;
-  void* block_ = nullptr;
-  uint64_t bytes_ = 0, a_elems_ = 0, b_elems_ = 0, c_elems_ = 0;
-  float *a_ = nullptr, *b_ = nullptr, *c_ = nullptr;
   std::vector<float> random_;
 };
 
@@ -186,8 +195,9 @@ std::vector<std::string> TunerCandidates(
 
 ShapeTuner::Measure ShapeMeasure(CudaDevice& device) {
   auto state = std::make_shared<TunerDevice>(device);
-  return [state](const std::string& kernel, const GemmProblem& shape) {
-    return state->Time(kernel, shape);
+  return [state](const GemmProblem& shape,
+                 const std::vector<std::string>& kernels) {
+    return state->TimeAll(shape, kernels);
   };
 }
 

@@ -44,10 +44,11 @@ std::vector<std::string> TunerCandidates(
     const std::vector<std::string>& kernels);
 
 // The shape tuner's measuring function on `device`: a low-priority stream
-// of its own, random operands from the device's pool (shapes needing more
-// than an eighth of its budget are not measured), timed as the
-// calibration times (median of up to 11 launches, about 5 ms of them).
-// `device` must outlive the function.
+// of its own, random operands from the device's pool for the time of one
+// shape's measurement (shapes needing more than an eighth of its budget are
+// not measured), each kernel timed as the calibration times (median of up
+// to 11 launches, about 5 ms of them) in two interleaved rounds, the better
+// kept. `device` must outlive the function.
 ShapeTuner::Measure ShapeMeasure(CudaDevice& device);
 
 // For each precision (indexed by its enum value), which of `kernels` a job

@@ -19,6 +19,21 @@ int Fastest(const std::vector<double>& ms, const std::vector<bool>& allowed) {
 
 }  // namespace
 
+ShapeTuner::Measure ShapeTuner::EachKernel(
+    std::function<absl::StatusOr<double>(const std::string& kernel,
+                                         const GemmProblem& shape)>
+        time) {
+  return [time = std::move(time)](const GemmProblem& shape,
+                                  const std::vector<std::string>& kernels) {
+    std::vector<double> ms;
+    for (const std::string& kernel : kernels) {
+      absl::StatusOr<double> t = time(kernel, shape);
+      ms.push_back(t.ok() ? *t : -1.0);
+    }
+    return ms;
+  };
+}
+
 ShapeTuner::ShapeTuner(std::vector<std::string> kernels, Measure measure,
                        Options options)
     : kernels_(std::move(kernels)),
@@ -90,11 +105,8 @@ void ShapeTuner::Run() {
     }
     const GemmProblem shape{std::get<0>(key), std::get<1>(key),
                             std::get<2>(key)};
-    std::vector<double> ms;
-    for (const std::string& kernel : kernels_) {
-      absl::StatusOr<double> time = measure_(kernel, shape);
-      ms.push_back(time.ok() ? *time : -1.0);
-    }
+    std::vector<double> ms = measure_(shape, kernels_);
+    ms.resize(kernels_.size(), -1.0);
     const int fastest = Fastest(ms, std::vector<bool>(ms.size(), true));
     spdlog::debug("shape tuner: {} fastest {}", shape.ToString(),
                   fastest < 0 ? std::string("none") : kernels_[fastest]);

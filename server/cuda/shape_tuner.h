@@ -39,11 +39,18 @@ namespace gemm::server {
 
 class ShapeTuner {
  public:
-  // Times `kernel` on an m x n x k problem (no transposes), in
-  // milliseconds; an error when the kernel cannot run the shape or the
-  // measurement failed. Called on the tuner's thread only.
-  using Measure = std::function<absl::StatusOr<double>(
-      const std::string& kernel, const GemmProblem& shape)>;
+  // Times each of `kernels` on an m x n x k problem (no transposes): one
+  // time per kernel in milliseconds, negative where the kernel cannot run
+  // the shape or the measurement failed (missing ones count as failed).
+  // Holds whatever it needs only while it runs. Called on the tuner's
+  // thread only.
+  using Measure = std::function<std::vector<double>(
+      const GemmProblem& shape, const std::vector<std::string>& kernels)>;
+  // A Measure that times one kernel after another with `time`.
+  static Measure EachKernel(
+      std::function<absl::StatusOr<double>(const std::string& kernel,
+                                           const GemmProblem& shape)>
+          time);
 
   struct Options {
     // Shapes measured and kept at most.

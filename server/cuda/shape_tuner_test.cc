@@ -30,7 +30,7 @@ const std::vector<std::string> kKernels = {"slow", "tiles", "split", "picky"};
 const std::vector<bool> kAll = {true, true, true, true};
 
 TEST(ShapeTunerTest, FirstUseQueuesTheShapeAndLaterUsesGetItsFastest) {
-  ShapeTuner tuner(kKernels, RuleTimes, {});
+  ShapeTuner tuner(kKernels, ShapeTuner::EachKernel(RuleTimes), {});
   const GemmProblem deep{.m = 63, .n = 65, .k = 8191};
   EXPECT_EQ(tuner.Lookup(deep, kAll), "");
   tuner.WaitIdle();
@@ -48,13 +48,13 @@ TEST(ShapeTunerTest, FirstUseQueuesTheShapeAndLaterUsesGetItsFastest) {
 
 TEST(ShapeTunerTest, EachShapeIsMeasuredOnceAndKeyedByItsDimensions) {
   std::atomic<int> calls{0};
-  ShapeTuner tuner(
-      kKernels,
-      [&calls](const std::string& kernel, const GemmProblem& shape) {
-        ++calls;
-        return RuleTimes(kernel, shape);
-      },
-      {});
+  ShapeTuner tuner(kKernels,
+                   ShapeTuner::EachKernel([&calls](const std::string& kernel,
+                                                   const GemmProblem& shape) {
+                     ++calls;
+                     return RuleTimes(kernel, shape);
+                   }),
+                   {});
   const GemmProblem even{.m = 64, .n = 64, .k = 64};
   for (int i = 0; i < 5; ++i) tuner.Lookup(even, kAll);
   tuner.WaitIdle();
@@ -71,13 +71,13 @@ TEST(ShapeTunerTest, EachShapeIsMeasuredOnceAndKeyedByItsDimensions) {
 
 TEST(ShapeTunerTest, ShapesBeyondTheCapKeepTheTablesChoice) {
   std::atomic<int> calls{0};
-  ShapeTuner tuner(
-      kKernels,
-      [&calls](const std::string& kernel, const GemmProblem& shape) {
-        ++calls;
-        return RuleTimes(kernel, shape);
-      },
-      {.max_shapes = 2});
+  ShapeTuner tuner(kKernels,
+                   ShapeTuner::EachKernel([&calls](const std::string& kernel,
+                                                   const GemmProblem& shape) {
+                     ++calls;
+                     return RuleTimes(kernel, shape);
+                   }),
+                   {.max_shapes = 2});
   for (uint32_t m : {10u, 20u, 30u, 40u}) tuner.Lookup({m, 64, 64}, kAll);
   tuner.WaitIdle();
   EXPECT_EQ(calls.load(), 8);
@@ -86,14 +86,28 @@ TEST(ShapeTunerTest, ShapesBeyondTheCapKeepTheTablesChoice) {
   EXPECT_EQ(tuner.tuned().size(), 2u);
 }
 
+TEST(ShapeTunerTest, KernelsAMeasureLeavesOutCountAsFailed) {
+  ShapeTuner tuner(
+      kKernels,
+      [](const GemmProblem&, const std::vector<std::string>&) {
+        return std::vector<double>{3.0, 2.0};  // slow, tiles; no more
+      },
+      {});
+  tuner.Lookup({64, 64, 64}, kAll);
+  tuner.WaitIdle();
+  EXPECT_EQ(tuner.Lookup({64, 64, 64}, kAll), "tiles");
+  EXPECT_EQ(tuner.Lookup({64, 64, 64}, {false, false, true, true}), "");
+}
+
 TEST(ShapeTunerTest, LookupsDoNotWaitForAMeasurement) {
   absl::Notification measuring, release;
   ShapeTuner tuner(kKernels,
-                   [&](const std::string& kernel, const GemmProblem& shape) {
+                   ShapeTuner::EachKernel([&](const std::string& kernel,
+                                              const GemmProblem& shape) {
                      if (!measuring.HasBeenNotified()) measuring.Notify();
                      release.WaitForNotification();
                      return RuleTimes(kernel, shape);
-                   },
+                   }),
                    {});
   EXPECT_EQ(tuner.Lookup({64, 64, 64}, kAll), "");
   measuring.WaitForNotification();
@@ -111,12 +125,13 @@ TEST(ShapeTunerTest, DestroyingItWithShapesQueuedEndsPromptly) {
   {
     ShapeTuner tuner(
         kKernels,
-        [&calls](const std::string& kernel, const GemmProblem& shape) {
-          // A measurement takes the GPU's time: 200 shapes take 0.8 s.
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          ++calls;
-          return RuleTimes(kernel, shape);
-        },
+        ShapeTuner::EachKernel(
+            [&calls](const std::string& kernel, const GemmProblem& shape) {
+              // A measurement takes the GPU's time: 200 shapes take 0.8 s.
+              std::this_thread::sleep_for(std::chrono::milliseconds(1));
+              ++calls;
+              return RuleTimes(kernel, shape);
+            }),
         {});
     for (uint32_t m = 1; m <= 200; ++m) tuner.Lookup({m, 64, 64}, kAll);
   }
