@@ -29,7 +29,7 @@ together: [building and running](../how-to/running.md),
 
 def help_text(program, *args):
     out = subprocess.run([program, *args, "--help"], capture_output=True,
-                         text=True, check=True, env=dict(os.environ, COLUMNS="100"))
+                         text=True, check=True)
     lines = out.stdout.rstrip().splitlines()
     # The usage line names the program as it was called; make it stable.
     return "\n".join(re.sub(r"^Usage: \S+", "Usage: " + os.path.basename(program), l)

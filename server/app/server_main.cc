@@ -12,6 +12,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/time/time.h"
+#include "common/cli_options.h"
 #include "common/json_log_lines.h"
 #include "common/library_logs.h"
 #include "common/process_tuning.h"
@@ -42,25 +43,21 @@ struct MainFlags {
   std::string log_format = "text";
   std::string port_file;
   std::string metrics_port_file;
-  double shutdown_grace_s = 30;
-  double drain_delay_s = 5;
+  absl::Duration shutdown_grace = absl::Seconds(30);
+  absl::Duration drain_delay = absl::Seconds(5);
 };
 
 void AddMainFlags(CLI::App& app, MainFlags* flags) {
   const std::string group = "Process";
-  app.add_option("--shutdown-grace-s", flags->shutdown_grace_s,
-                 "on SIGINT/SIGTERM, how long the shutdown may take in all: "
-                 "the drain delay, then accepted jobs finishing; calls still "
-                 "open then are cancelled")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str()
+  AddSecondsOption(app, "--shutdown-grace-s", &flags->shutdown_grace,
+                   "on SIGINT/SIGTERM, how long the shutdown may take in all: "
+                   "the drain delay, then accepted jobs finishing; calls "
+                   "still open then are cancelled")
       ->group(group);
-  app.add_option("--drain-delay-s", flags->drain_delay_s,
-                 "on SIGINT/SIGTERM, how long health reports NOT_SERVING "
-                 "while everything is still served, so that load balancers "
-                 "stop sending; part of --shutdown-grace-s")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str()
+  AddSecondsOption(app, "--drain-delay-s", &flags->drain_delay,
+                   "on SIGINT/SIGTERM, how long health reports NOT_SERVING "
+                   "while everything is still served, so that load balancers "
+                   "stop sending; part of --shutdown-grace-s")
       ->group(group);
   app.add_option("--port-file", flags->port_file,
                  "write the listening port to this file once serving")
@@ -104,11 +101,12 @@ int RunServerMain(int argc, char** argv,
   RouteLibraryLogs();
   // Before the server starts its threads, and gRPC its pools.
   ApplyBeforeStart(process);
-  if (flags.drain_delay_s > flags.shutdown_grace_s) {
+  if (flags.drain_delay > flags.shutdown_grace) {
     spdlog::critical(
         "cannot start: --drain-delay-s ({}) must not exceed "
         "--shutdown-grace-s ({}): the drain is part of the grace period",
-        flags.drain_delay_s, flags.shutdown_grace_s);
+        absl::ToDoubleSeconds(flags.drain_delay),
+        absl::ToDoubleSeconds(flags.shutdown_grace));
     return 1;
   }
   // Every connection takes a descriptor; a server at its limit cannot
@@ -161,9 +159,8 @@ int RunServerMain(int argc, char** argv,
   // Last: a script waiting for the port file finds everything up.
   WritePortFile(flags.port_file, (*server)->port());
 
-  return ShutDownOnSignal(**server, signals,
-                          absl::Seconds(flags.shutdown_grace_s),
-                          absl::Seconds(flags.drain_delay_s), devices_lost);
+  return ShutDownOnSignal(**server, signals, flags.shutdown_grace,
+                          flags.drain_delay, devices_lost);
 }
 
 }  // namespace gemm::server
