@@ -167,17 +167,18 @@ int main(int argc, char** argv) {
     }
     // The first job of the shape gets the table's choice and queues the
     // shape; once the tuner measured it, the next job gets the tuned one.
-    const absl::StatusOr<std::string> first =
+    const absl::StatusOr<gemm::server::KernelHandle> first =
         (*executor)->ResolveKernel(shape, "auto", precision);
     if (tuner != nullptr) tuner->WaitIdle();
-    const absl::StatusOr<std::string> resolved =
+    const absl::StatusOr<gemm::server::KernelHandle> resolved =
         (*executor)->ResolveKernel(shape, "auto", precision);
     if (!first.ok() || !resolved.ok()) {
       std::fprintf(stderr, "auto: %s\n",
                    (first.ok() ? resolved : first).status().ToString().c_str());
       return 1;
     }
-    const std::string& chosen = *resolved;
+    const std::string chosen(resolved->name());
+    const std::string first_name(first->name());
     const size_t best_index =
         std::min_element(ms.begin(), ms.end(),
                          [](double x, double y) {
@@ -191,11 +192,11 @@ int main(int argc, char** argv) {
           candidates.begin());
     };
     const size_t chosen_index = index_of(chosen);
-    const size_t first_index = index_of(*first);
+    const size_t first_index = index_of(first_name);
     if (chosen_index == ms.size() || first_index == ms.size() ||
         ms[chosen_index] < 0 || ms[first_index] < 0) {
       std::fprintf(stderr, "auto chose %s then %s, not a candidate that runs\n",
-                   first->c_str(), chosen.c_str());
+                   first_name.c_str(), chosen.c_str());
       return 1;
     }
     if (chosen.rfind("cublas", 0) != 0) ++own_chosen;
@@ -214,13 +215,14 @@ int main(int argc, char** argv) {
       times.push_back(
           absl::StrFormat("\"%s\": %.5f", candidates[i].c_str(), ms[i]));
     }
-    std::printf(" %9s %9s %9s %9.3f %9.3f\n", first->c_str(), chosen.c_str(),
-                candidates[best_index].c_str(), first_ratio, ratio);
+    std::printf(" %9s %9s %9s %9.3f %9.3f\n", first_name.c_str(),
+                chosen.c_str(), candidates[best_index].c_str(), first_ratio,
+                ratio);
     rows.push_back(absl::StrFormat(
         "{\"m\": %d, \"n\": %d, \"k\": %d, \"times_ms\": {%s}, "
         "\"auto_first\": \"%s\", \"auto\": \"%s\", \"best\": \"%s\", "
         "\"first_over_best\": %.4f, \"auto_over_best\": %.4f}",
-        s[0], s[1], s[2], absl::StrJoin(times, ", "), *first, chosen,
+        s[0], s[1], s[2], absl::StrJoin(times, ", "), first_name, chosen,
         candidates[best_index], first_ratio, ratio));
   }
   const auto devices = (*executor)->devices();

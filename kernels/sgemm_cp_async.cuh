@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "kernels/sgemm_common.cuh"
+#include "kernels/sgemm_warp_tile.cuh"
 
 namespace gemm::kernels::detail {
 
@@ -184,10 +185,8 @@ class SliceCopier {
 };
 
 // The main loop: a block's kBlockM x kBlockN tile of op(A) op(B) over a K
-// range, in v6's warp and thread tiles, fed by kStages - 1 slices in
-// flight. acc[im][in][m][n] is sub-tile (im, in), row m and column n of the
-// lane's thread tile, at rows lane_row + im * kSubM + m and columns
-// lane_col + in * kSubN + n of the block tile.
+// range, in v6's warp and thread tiles (WarpTile, sgemm_warp_tile.cuh: its
+// acc, math and epilogue), fed by kStages - 1 slices in flight.
 template <int kBlockM,         // block tile rows (of C)
           int kBlockN,         // block tile columns (of C)
           int kBlockK,         // K slice per pipeline stage
@@ -198,17 +197,9 @@ template <int kBlockM,         // block tile rows (of C)
           bool kTransA,        // A is stored transposed (k x m)
           bool kTransB,        // B is stored transposed (n x k)
           bool kVectorAccess>  // 16-byte global accesses allowed
-struct CpAsyncMainloop {
-  // A lane's thread tile, and how the 32 lanes tile a warp's sub-tile.
-  static constexpr int kThreadM = 4, kThreadN = 4;
-  static constexpr int kLanesM = 8, kLanesN = 4;
-  static constexpr int kSubM = kLanesM * kThreadM, kSubN = kLanesN * kThreadN;
-  static constexpr int kIterM = kWarpM / kSubM, kIterN = kWarpN / kSubN;
-  static constexpr int kWarpsN = kBlockN / kWarpN;
-  static constexpr int kThreads = (kBlockM / kWarpM) * kWarpsN * 32;
-  static_assert(kLanesM * kLanesN == 32, "a warp is 32 lanes");
-  static_assert(kWarpM % kSubM == 0 && kWarpN % kSubN == 0,
-                "sub-tiles divide the warp tile");
+struct CpAsyncMainloop : WarpTile<kBlockM, kBlockN, kWarpM, kWarpN> {
+  using Tile = WarpTile<kBlockM, kBlockN, kWarpM, kWarpN>;
+  static constexpr int kThreads = Tile::kThreads;
   static_assert(kStages >= 2, "a pipeline needs two stages");
   using CopierA =
       SliceCopier<kBlockM, kBlockK, kThreads, !kTransA, kVectorAccess, kPad>;
@@ -237,16 +228,8 @@ struct CpAsyncMainloop {
     return cudaPeekAtLastError();
   }
 
-  int block_row, block_col;  // the block tile's corner in C
-  int lane_row, lane_col;    // the lane's first thread tile in the block tile
-  float acc[kIterM][kIterN][kThreadM][kThreadN] = {};
-
   __device__ __forceinline__ CpAsyncMainloop(int block_row, int block_col)
-      : block_row(block_row), block_col(block_col) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    lane_row = (warp / kWarpsN) * kWarpM + (lane % kLanesM) * kThreadM;
-    lane_col = (warp % kWarpsN) * kWarpN + (lane / kLanesM) * kThreadN;
-  }
+      : Tile(block_row, block_col) {}
 
   // Adds op(A) op(B) over k in [k_begin, k_end) to acc. `tiles`: the
   // block's kSharedBytes of shared memory.
@@ -256,8 +239,10 @@ struct CpAsyncMainloop {
     float* const tiles_a = tiles;
     float* const tiles_b = tiles + kStages * kTileA;
     const int tid = threadIdx.x;
-    CopierA copier_a(p.a, args.lda, block_row, args.m, k_begin, k_end, tid);
-    CopierB copier_b(p.b, args.ldb, block_col, args.n, k_begin, k_end, tid);
+    CopierA copier_a(p.a, args.lda, this->block_row, args.m, k_begin, k_end,
+                     tid);
+    CopierB copier_b(p.b, args.ldb, this->block_col, args.n, k_begin, k_end,
+                     tid);
     const int slices = (k_end - k_begin + kBlockK - 1) / kBlockK;
     // Copies slice s (the next one) into `stage`; every thread commits a
     // group per slice, empty past the last, so that the group count tells
@@ -278,45 +263,10 @@ struct CpAsyncMainloop {
       __syncthreads();  // everyone's part of slice s; and slice s - 1, whose
                         // stage the next copy reuses, is multiplied
       copy_slice(s + kStages - 1, write_stage);
-      Multiply(tiles_a + read_stage * kTileA, tiles_b + read_stage * kTileB);
+      this->template MultiplySlice<kBlockK, CopierA::kStride, CopierB::kStride>(
+          tiles_a + read_stage * kTileA, tiles_b + read_stage * kTileB);
       read_stage = read_stage == kStages - 1 ? 0 : read_stage + 1;
       write_stage = write_stage == kStages - 1 ? 0 : write_stage + 1;
-    }
-  }
-
- private:
-  // Accumulates the outer products of one K slice (v6's math).
-  __device__ __forceinline__ void Multiply(const float* a, const float* b) {
-#pragma unroll
-    for (int dot = 0; dot < kBlockK; ++dot) {
-      float4 frag_a[kIterM], frag_b[kIterN];
-#pragma unroll
-      for (int im = 0; im < kIterM; ++im) {
-        frag_a[im] = *reinterpret_cast<const float4*>(
-            &a[dot * CopierA::kStride + lane_row + im * kSubM]);
-      }
-#pragma unroll
-      for (int in = 0; in < kIterN; ++in) {
-        frag_b[in] = *reinterpret_cast<const float4*>(
-            &b[dot * CopierB::kStride + lane_col + in * kSubN]);
-      }
-#pragma unroll
-      for (int im = 0; im < kIterM; ++im) {
-        const float a4[4] = {frag_a[im].x, frag_a[im].y, frag_a[im].z,
-                             frag_a[im].w};
-#pragma unroll
-        for (int in = 0; in < kIterN; ++in) {
-          const float b4[4] = {frag_b[in].x, frag_b[in].y, frag_b[in].z,
-                               frag_b[in].w};
-#pragma unroll
-          for (int m = 0; m < kThreadM; ++m) {
-#pragma unroll
-            for (int n = 0; n < kThreadN; ++n) {
-              acc[im][in][m][n] += a4[m] * b4[n];
-            }
-          }
-        }
-      }
     }
   }
 };

@@ -1,3 +1,6 @@
+// The teaching road (v0..v5): kept as the chapter wrote it, each file one
+// step; the service's kernels start at v6 (sgemm_warp_tile.cuh).
+//
 // v0, the chapter's naive kernel: one thread per element of C, with
 // threadIdx.x walking the rows of C. A warp's 32 threads then read 32
 // different rows of A (nothing coalesces) and all read the same element of B.

@@ -35,7 +35,6 @@ namespace {
 
 using detail::BatchMember;
 using detail::CeilDiv;
-using detail::StoreOutputRow4;
 
 template <int kBlockM,         // block tile rows (of C)
           int kBlockN,         // block tile columns (of C)
@@ -58,22 +57,7 @@ __global__ void __launch_bounds__((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32,
   const BatchMember p = detail::SelectBatchMember(args);
   Loop loop(blockIdx.y * kBlockM, blockIdx.x * kBlockN);
   loop.Accumulate(args, p, 0, args.k, tiles);
-
-#pragma unroll
-  for (int im = 0; im < Loop::kIterM; ++im) {
-#pragma unroll
-    for (int m = 0; m < Loop::kThreadM; ++m) {
-      const int row = loop.block_row + loop.lane_row + im * Loop::kSubM + m;
-      if (row >= args.m) continue;
-#pragma unroll
-      for (int in = 0; in < Loop::kIterN; ++in) {
-        const int col = loop.block_col + loop.lane_col + in * Loop::kSubN;
-        StoreOutputRow4<kVectorAccess>(
-            p.c + static_cast<int64_t>(row) * args.ldc + col, args.n - col,
-            loop.acc[im][in][m], args.alpha, args.beta);
-      }
-    }
-  }
+  loop.template Store<kVectorAccess>(args, p.c);
 }
 
 // Launches the kernel with one tile configuration.

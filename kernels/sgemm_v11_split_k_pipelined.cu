@@ -43,7 +43,6 @@ constexpr uint64_t kWorkspaceKeptBytes = uint64_t{1} << 30;
 
 using detail::BatchMember;
 using detail::CeilDiv;
-using detail::StoreOutputRow4;
 
 template <int kBlockM,         // block tile rows (of C)
           int kBlockN,         // block tile columns (of C)
@@ -73,33 +72,22 @@ __global__ void __launch_bounds__((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32)
       static_cast<int>(min(int64_t{args.k}, k_begin + k_per_split));
   Loop loop(blockIdx.y * kBlockM, blockIdx.x * kBlockN);
   loop.Accumulate(args, p, static_cast<int>(k_begin), k_end, tiles);
-
-#pragma unroll
-  for (int im = 0; im < Loop::kIterM; ++im) {
-#pragma unroll
-    for (int m = 0; m < Loop::kThreadM; ++m) {
-      const int row = loop.block_row + loop.lane_row + im * Loop::kSubM + m;
-      if (row >= args.m) continue;
-#pragma unroll
-      for (int in = 0; in < Loop::kIterN; ++in) {
-        const int col = loop.block_col + loop.lane_col + in * Loop::kSubN;
-        if (splits == 1) {
-          StoreOutputRow4<kVectorAccess>(
-              p.c + static_cast<int64_t>(row) * args.ldc + col, args.n - col,
-              loop.acc[im][in][m], args.alpha, args.beta);
-        } else {
-          // This split's dense m x n partial tile of this member.
-          float* partial =
-              partials + (member * splits + split) * int64_t{args.m} * args.n +
-              static_cast<int64_t>(row) * args.n + col;
-#pragma unroll
-          for (int n = 0; n < Loop::kThreadN; ++n) {
-            if (col + n < args.n) partial[n] = loop.acc[im][in][m][n];
-          }
-        }
-      }
+  loop.ForEachRow4(args.m, [&](int row, int col, const float* acc4) {
+    if (splits == 1) {
+      detail::StoreOutputRow4<kVectorAccess>(
+          p.c + static_cast<int64_t>(row) * args.ldc + col, args.n - col, acc4,
+          args.alpha, args.beta);
+      return;
     }
-  }
+    // This split's dense m x n partial tile of this member.
+    float* partial = partials +
+                     (member * splits + split) * int64_t{args.m} * args.n +
+                     static_cast<int64_t>(row) * args.n + col;
+#pragma unroll
+    for (int n = 0; n < Loop::kThreadN; ++n) {
+      if (col + n < args.n) partial[n] = acc4[n];
+    }
+  });
 }
 
 // C = alpha * (sum of the splits' partials, in split order) + beta * C for

@@ -1,3 +1,6 @@
+// The teaching road (v0..v5): kept as the chapter wrote it, each file one
+// step; the service's kernels start at v6 (sgemm_warp_tile.cuh).
+//
 // v1, coalescing: v0 with one change, threadIdx.x walks the columns of C. A
 // warp now reads 32 consecutive elements of a row of B, broadcasts one element
 // of A and writes 32 consecutive elements of C.

@@ -1,3 +1,6 @@
+// The teaching road (v0..v5): kept as the chapter wrote it, each file one
+// step; the service's kernels start at v6 (sgemm_warp_tile.cuh).
+//
 // v2, shared-memory tiling: each block owns a 32 x 32 tile of C and walks K
 // in 32-wide slices; the block's 1024 threads stage one 32 x 32 tile of op(A)
 // and one of op(B) in shared memory, so every element fetched from global

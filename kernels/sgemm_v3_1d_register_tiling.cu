@@ -1,3 +1,6 @@
+// The teaching road (v0..v5): kept as the chapter wrote it, each file one
+// step; the service's kernels start at v6 (sgemm_warp_tile.cuh).
+//
 // v3, one-dimensional register tiling: a block owns a 64 x 64 tile of C and
 // walks K in slices of 8; each of its 512 threads computes a column of 8
 // outputs (the thread tile), so an element of op(B) read from shared memory

@@ -1,3 +1,6 @@
+// The teaching road (v0..v5): kept as the chapter wrote it, each file one
+// step; the service's kernels start at v6 (sgemm_warp_tile.cuh).
+//
 // v4, two-dimensional register tiling: a block owns a 128 x 128 tile of C and
 // walks K in slices of 8; each of its 256 threads computes an 8 x 8 thread
 // tile as a sum of outer products, so 16 shared-memory reads feed 64

@@ -1,3 +1,6 @@
+// The teaching road (v0..v5): kept as the chapter wrote it, each file one
+// step; the service's kernels start at v6 (sgemm_warp_tile.cuh).
+//
 // v5, vectorized access: v4's tiling (128 x 128 block tile, K slices of 8,
 // 8 x 8 thread tile, 256 threads) with two changes. op(A)'s tile is stored
 // transposed in shared memory ([k][m]), so a thread's 8 A values are

@@ -13,20 +13,19 @@
 // shared-memory reads cover 96 floats per k where v5's cover 16 + 128.
 //
 // Loads, the split into inside and edge blocks, the partial last K tile and
-// the alignment fallback (kVectorAccess = false) are v5's.
+// the alignment fallback (kVectorAccess = false) are v5's. The warp tile
+// and the main loop (one stage) live in sgemm_warp_tile.cuh, shared with v7
+// and v8.
 #include <cstdint>
 
 #include "kernels/sgemm_common.cuh"
 #include "kernels/sgemm_launchers.h"
+#include "kernels/sgemm_warp_tile.cuh"
 
 namespace gemm::kernels {
 namespace {
 
-using detail::BatchMember;
 using detail::CeilDiv;
-using detail::FragmentIterator;
-using detail::LoadLanes;
-using detail::StoreOutputRow4;
 
 template <
     int kBlockM,         // block tile rows (of C)
@@ -39,139 +38,15 @@ template <
     bool kVectorAccess>  // global memory moves in float4s (else in scalars)
 __global__ void __launch_bounds__((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32)
     SgemmWarpTilingKernel(SgemmArgs args) {
-  // A lane's thread tile, and how the 32 lanes tile a warp's sub-tile.
-  constexpr int kThreadM = 4, kThreadN = 4;
-  constexpr int kLanesM = 8, kLanesN = 4;
-  constexpr int kSubM = kLanesM * kThreadM, kSubN = kLanesN * kThreadN;
-  constexpr int kIterM = kWarpM / kSubM, kIterN = kWarpN / kSubN;
-  constexpr int kWarpsN = kBlockN / kWarpN;
-  constexpr int kThreads = (kBlockM / kWarpM) * kWarpsN * 32;
-  static_assert(kLanesM * kLanesN == 32, "a warp is 32 lanes");
-  static_assert(kWarpM % kSubM == 0 && kWarpN % kSubN == 0,
-                "sub-tiles divide the warp tile");
-  static_assert(
-      kBlockM * kBlockK / 4 == kThreads && kBlockK * kBlockN / 4 == kThreads,
-      "one float4 of each tile per thread per load");
-  __shared__ __align__(
-      16) float tile_a[kBlockK * kBlockM];  // transposed: [k][m]
-  __shared__ __align__(16) float tile_b[kBlockK * kBlockN];  // [k][n]
-  const int tid = threadIdx.x;
-  const int warp = tid / 32, lane = tid % 32;
-  // First row and column of this lane's first thread tile in the block tile.
-  const int warp_row = (warp / kWarpsN) * kWarpM,
-            warp_col = (warp % kWarpsN) * kWarpN;
-  const int lane_row = warp_row + (lane % kLanesM) * kThreadM,
-            lane_col = warp_col + (lane / kLanesM) * kThreadN;
-  const int block_row = blockIdx.y * kBlockM, block_col = blockIdx.x * kBlockN;
-  const BatchMember p = detail::SelectBatchMember(args);
-
-  // Loading is v5's: one float4 of each tile per thread per K slice.
-  const int a_m = kTransA ? (tid % (kBlockM / 4)) * 4 : tid / (kBlockK / 4);
-  const int a_k = kTransA ? tid / (kBlockM / 4) : (tid % (kBlockK / 4)) * 4;
-  const int b_k = kTransB ? (tid % (kBlockK / 4)) * 4 : tid / (kBlockN / 4);
-  const int b_n = kTransB ? tid / (kBlockK / 4) : (tid % (kBlockN / 4)) * 4;
-  FragmentIterator frag_iter_a(p.a, args.lda, !kTransA, block_row + a_m, args.m,
-                               a_k, kBlockK);
-  FragmentIterator frag_iter_b(p.b, args.ldb, kTransB, block_col + b_n, args.n,
-                               b_k, kBlockK);
-
-  // acc[im][in][m][n]: sub-tile (im, in), row m and column n of the lane's
-  // thread tile in it.
-  float acc[kIterM][kIterN][kThreadM][kThreadN] = {};
-  float4 frag_a[kIterM], frag_b[kIterN];
-  auto multiply_tile = [&](const float4& a4, const float4& b4) {
-    if (kTransA) {
-      *reinterpret_cast<float4*>(&tile_a[a_k * kBlockM + a_m]) = a4;
-    } else {
-      tile_a[(a_k + 0) * kBlockM + a_m] = a4.x;
-      tile_a[(a_k + 1) * kBlockM + a_m] = a4.y;
-      tile_a[(a_k + 2) * kBlockM + a_m] = a4.z;
-      tile_a[(a_k + 3) * kBlockM + a_m] = a4.w;
-    }
-    if (kTransB) {
-      tile_b[(b_k + 0) * kBlockN + b_n] = b4.x;
-      tile_b[(b_k + 1) * kBlockN + b_n] = b4.y;
-      tile_b[(b_k + 2) * kBlockN + b_n] = b4.z;
-      tile_b[(b_k + 3) * kBlockN + b_n] = b4.w;
-    } else {
-      *reinterpret_cast<float4*>(&tile_b[b_k * kBlockN + b_n]) = b4;
-    }
-    __syncthreads();
-#pragma unroll
-    for (int dot = 0; dot < kBlockK; ++dot) {
-#pragma unroll
-      for (int im = 0; im < kIterM; ++im) {
-        frag_a[im] = *reinterpret_cast<const float4*>(
-            &tile_a[dot * kBlockM + lane_row + im * kSubM]);
-      }
-#pragma unroll
-      for (int in = 0; in < kIterN; ++in) {
-        frag_b[in] = *reinterpret_cast<const float4*>(
-            &tile_b[dot * kBlockN + lane_col + in * kSubN]);
-      }
-#pragma unroll
-      for (int im = 0; im < kIterM; ++im) {
-        const float a[4] = {frag_a[im].x, frag_a[im].y, frag_a[im].z,
-                            frag_a[im].w};
-#pragma unroll
-        for (int in = 0; in < kIterN; ++in) {
-          const float b[4] = {frag_b[in].x, frag_b[in].y, frag_b[in].z,
-                              frag_b[in].w};
-#pragma unroll
-          for (int m = 0; m < kThreadM; ++m) {
-#pragma unroll
-            for (int n = 0; n < kThreadN; ++n) acc[im][in][m][n] += a[m] * b[n];
-          }
-        }
-      }
-    }
-    __syncthreads();
-  };
-
-  const int full_tiles = args.k / kBlockK;
-  const bool block_inside =
-      block_row + kBlockM <= args.m && block_col + kBlockN <= args.n;
-  if (kVectorAccess && block_inside) {
-    for (int t = 0; t < full_tiles; ++t) {
-      const float4 a4 = *reinterpret_cast<const float4*>(frag_iter_a.ptr);
-      const float4 b4 = *reinterpret_cast<const float4*>(frag_iter_b.ptr);
-      frag_iter_a.ptr += frag_iter_a.step;
-      frag_iter_b.ptr += frag_iter_b.step;
-      multiply_tile(a4, b4);
-    }
-  } else {
-    for (int t = 0; t < full_tiles; ++t) {
-      const float4 a4 =
-          LoadLanes<kVectorAccess>(frag_iter_a.ptr, frag_iter_a.full_tile);
-      const float4 b4 =
-          LoadLanes<kVectorAccess>(frag_iter_b.ptr, frag_iter_b.full_tile);
-      frag_iter_a.ptr += frag_iter_a.step;
-      frag_iter_b.ptr += frag_iter_b.step;
-      multiply_tile(a4, b4);
-    }
-  }
-  if (const int k0 = full_tiles * kBlockK; k0 < args.k) {
-    multiply_tile(LoadLanes<kVectorAccess>(frag_iter_a.ptr,
-                                           frag_iter_a.PartialTile(k0, args.k)),
-                  LoadLanes<kVectorAccess>(
-                      frag_iter_b.ptr, frag_iter_b.PartialTile(k0, args.k)));
-  }
-
-#pragma unroll
-  for (int im = 0; im < kIterM; ++im) {
-#pragma unroll
-    for (int m = 0; m < kThreadM; ++m) {
-      const int row = block_row + lane_row + im * kSubM + m;
-      if (row >= args.m) continue;
-#pragma unroll
-      for (int in = 0; in < kIterN; ++in) {
-        const int col = block_col + lane_col + in * kSubN;
-        StoreOutputRow4<kVectorAccess>(
-            p.c + static_cast<int64_t>(row) * args.ldc + col, args.n - col,
-            acc[im][in][m], args.alpha, args.beta);
-      }
-    }
-  }
+  // One shared-memory stage: load a slice, store it, multiply it.
+  using Loop =
+      detail::RegisterStagedMainloop<kBlockM, kBlockN, kBlockK, kWarpM, kWarpN,
+                                     1, kTransA, kTransB, kVectorAccess>;
+  __shared__ __align__(16) float tiles[Loop::kSharedFloats];
+  const detail::BatchMember p = detail::SelectBatchMember(args);
+  Loop loop(blockIdx.y * kBlockM, blockIdx.x * kBlockN);
+  loop.Accumulate(args, p, 0, args.k, tiles);
+  loop.template Store<kVectorAccess>(args, p.c);
 }
 
 // v5's block tile and K slice; 8 warps of 64 x 32.

@@ -42,7 +42,9 @@ class DeviceFaultingExecutor final : public gemm::server::ForwardingExecutor {
 
   absl::Status Execute(const gemm::server::Batch& batch) override {
 #ifdef GEMM_HAVE_CUDA
-    if (batch.front()->kernel() == kernel_) gemm::testing::FaultCurrentDevice();
+    if (batch.front()->kernel().name() == kernel_) {
+      gemm::testing::FaultCurrentDevice();
+    }
 #endif
     return inner().Execute(batch);
   }

@@ -90,8 +90,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(total <= limits.max_job_bytes, "job over max_job_bytes", shape);
   Check(total == 4 * (p.a_elements() + p.b_elements() + p.c_elements()),
         "total_bytes disagrees with the operands", shape);
-  Check(!spec->kernel.empty() && spec->kernel != "auto", "kernel unresolved",
-        spec->kernel);
+  Check(spec->kernel.valid(), "kernel unresolved",
+        std::string(spec->kernel.name()));
   absl::Status sizes = CheckOperandBytes(p, a_bytes, b_bytes, c_bytes);
   if (sizes.ok()) {
     Check(

@@ -44,7 +44,7 @@ TEST_F(ValidationTest, AcceptsAValidProblemAndResolvesItsKernel) {
   ASSERT_TRUE(problem.ok()) << problem.status();
   EXPECT_TRUE(
       problem->problem.SameShapeAs(GemmProblem{10, 20, 30, false, true}));
-  EXPECT_EQ(problem->kernel, "cpu");
+  EXPECT_EQ(problem->kernel.name(), "cpu");
   EXPECT_EQ(problem->problem.beta, 0.5f);
   EXPECT_EQ(problem->timeout, absl::Milliseconds(250));
 }
@@ -178,7 +178,7 @@ TEST_F(ValidationTest, PrecisionIsTheCallersChoice) {
     p.set_precision(precision);
     auto spec = ValidateParams(p, limits_, *executor_);
     ASSERT_TRUE(spec.ok()) << spec.status();
-    EXPECT_EQ(spec->kernel, "cpu");
+    EXPECT_EQ(spec->kernel.name(), "cpu");
   }
   for (v1::Precision precision : {v1::PRECISION_TF32, v1::PRECISION_BF16}) {
     v1::GemmParams p = Params(4, 4, 4);

@@ -5,9 +5,9 @@
 // Execute() is called by the BatchScheduler's workers.
 //
 //   std::unique_ptr<Executor> executor = ...;
-//   ASSIGN_OR_RETURN(std::string kernel, executor->ResolveKernel(problem,
-//   "auto")); absl::Status s = executor->Execute(batch);  // fills C and
-//   timings
+//   ASSIGN_OR_RETURN(KernelHandle kernel,
+//                    executor->ResolveKernel(problem, "auto"));
+//   absl::Status s = executor->Execute(batch);  // fills C and timings
 #ifndef GEMM_SERVER_CORE_EXECUTOR_H_
 #define GEMM_SERVER_CORE_EXECUTOR_H_
 
@@ -23,6 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "common/precision.h"
 #include "server/core/gemm_job.h"
+#include "server/core/kernel_handle.h"
 
 namespace gemm::server {
 
@@ -53,13 +54,6 @@ struct ResultSite {
 // (flips a bit, as a faulty device would); called for every job, checked or
 // not. Production code never sets one.
 using ResultCorrupter = std::function<void(const ResultSite& site)>;
-
-// A kernel a job may name, and the arithmetic it computes in.
-struct KernelDescription {
-  std::string name;
-  Precision precision = Precision::kFp32;
-  std::string description;
-};
 
 // What a backend holds in memory now, for the metrics; empty on the CPU.
 struct MemoryUse {
@@ -111,17 +105,13 @@ class Executor {
   }
 
   // Maps a requested kernel ("auto", "" or a name) and precision to the
-  // kernel that will run `problem`: INVALID_ARGUMENT for an unknown name or
-  // a kernel of another precision, UNIMPLEMENTED for a precision no kernel
-  // of the backend computes in.
-  virtual absl::StatusOr<std::string> ResolveKernel(
+  // kernel that will run `problem`, a handle into this executor's table
+  // (kernel_handle.h) that Execute runs without looking up a name:
+  // INVALID_ARGUMENT for an unknown name or a kernel of another precision,
+  // UNIMPLEMENTED for a precision no kernel of the backend computes in.
+  virtual absl::StatusOr<KernelHandle> ResolveKernel(
       const GemmProblem& problem, absl::string_view requested,
       Precision precision = Precision::kFp32) const = 0;
-  // The precision of a kernel from ResolveKernel.
-  virtual Precision KernelPrecision(absl::string_view kernel) const {
-    (void)kernel;
-    return Precision::kFp32;
-  }
 
   // Runs every job of `batch`: computes C in place and fills the timings
   // (all but queued and server, which the scheduler owns). A non-OK status
@@ -200,13 +190,10 @@ class ForwardingExecutor : public Executor {
   std::vector<KernelDescription> kernel_details() const override {
     return inner_->kernel_details();
   }
-  absl::StatusOr<std::string> ResolveKernel(
+  absl::StatusOr<KernelHandle> ResolveKernel(
       const GemmProblem& problem, absl::string_view requested,
       Precision precision = Precision::kFp32) const override {
     return inner_->ResolveKernel(problem, requested, precision);
-  }
-  Precision KernelPrecision(absl::string_view kernel) const override {
-    return inner_->KernelPrecision(kernel);
   }
   absl::Status Execute(const Batch& batch) override {
     return inner_->Execute(batch);

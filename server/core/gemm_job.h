@@ -25,6 +25,7 @@
 #include "common/gemm_problem.h"
 #include "common/precision.h"
 #include "server/core/client_shares.h"
+#include "server/core/kernel_handle.h"
 
 namespace gemm::server {
 
@@ -41,8 +42,9 @@ struct RegionRef {
 // its time budget.
 struct JobSpec {
   GemmProblem problem;
-  // The resolved kernel name (never "auto" once the job is accepted).
-  std::string kernel;
+  // The kernel its backend resolved ("auto" and names are gone once the
+  // job is accepted).
+  KernelHandle kernel;
   // Budget from the moment the job is complete; zero means none.
   absl::Duration timeout = absl::ZeroDuration();
   // Check the result before returning it (ABFT: common/abft.h). Never set
@@ -67,8 +69,8 @@ struct JobCheck {
   uint64_t unchecked_lines = 0;
   std::string detail;
   // The kernel whose result was returned, when a re-run replaced the
-  // first result; empty otherwise.
-  std::string rerun_kernel;
+  // first result; no kernel otherwise.
+  KernelHandle rerun_kernel;
 };
 
 // Where a job's time went; see proto/gemm.proto's Timing.
@@ -227,7 +229,7 @@ class GemmJob {
   // The client whose share the job claims (client_shares.h); empty when
   // none.
   const std::string& client() const { return reservation_.client(); }
-  const std::string& kernel() const { return spec_.kernel; }
+  const KernelHandle& kernel() const { return spec_.kernel; }
   // The job's answer is being handed to gRPC: its client's share counts
   // it as an answer not yet sent instead of a job (its bytes count until
   // the job is gone), so that the client's next call, made once it has

@@ -9,8 +9,9 @@ namespace gemm::server {
 namespace {
 
 TEST(JobSpecTest, BatchKeyComparesShapeKernelAndScalars) {
+  const KernelTable kernels({{"cpu"}, {"v5"}});
   JobSpec p{.problem = {.m = 4, .n = 4, .k = 4, .alpha = 1, .beta = 0},
-            .kernel = "cpu"};
+            .kernel = kernels.Find("cpu")};
   JobSpec q = p;
   EXPECT_TRUE(p.SameBatchAs(q));
   q.problem.beta = 0.5f;
@@ -19,7 +20,7 @@ TEST(JobSpecTest, BatchKeyComparesShapeKernelAndScalars) {
   q.problem.trans_b = true;
   EXPECT_FALSE(p.SameBatchAs(q));
   q = p;
-  q.kernel = "v5";
+  q.kernel = kernels.Find("v5");
   EXPECT_FALSE(p.SameBatchAs(q));
 }
 

@@ -1,5 +1,7 @@
 #include "server/core/wire_timing.h"
 
+#include <string>
+
 #include "absl/time/time.h"
 
 namespace gemm::server {
@@ -17,8 +19,9 @@ void FillTiming(const GemmJob& job, v1::Timing* timing) {
   timing->set_compute_ms(ToMs(t.compute));
   timing->set_d2h_ms(ToMs(t.d2h));
   timing->set_server_ms(ToMs(t.server));
-  timing->set_kernel(t.check.rerun_kernel.empty() ? job.kernel()
-                                                  : t.check.rerun_kernel);
+  timing->set_kernel(std::string(t.check.rerun_kernel.valid()
+                                     ? t.check.rerun_kernel.name()
+                                     : job.kernel().name()));
   timing->set_device(t.device);
   timing->set_precision(std::string(PrecisionName(t.precision)));
   if (t.check.ran) {

@@ -146,14 +146,15 @@ std::vector<DeviceDescription> CpuExecutor::devices() const {
   return {cpu};
 }
 
-std::vector<std::string> CpuExecutor::kernels() const { return {kKernelName}; }
-
-std::vector<KernelDescription> CpuExecutor::kernel_details() const {
-  return {KernelDescription{kKernelName, Precision::kFp32,
-                            "OpenBLAS cblas_sgemm on the host"}};
+std::vector<std::string> CpuExecutor::kernels() const {
+  return kernels_.names();
 }
 
-absl::StatusOr<std::string> CpuExecutor::ResolveKernel(
+std::vector<KernelDescription> CpuExecutor::kernel_details() const {
+  return kernels_.descriptions();
+}
+
+absl::StatusOr<KernelHandle> CpuExecutor::ResolveKernel(
     const GemmProblem& problem, absl::string_view requested,
     Precision precision) const {
   (void)problem;
@@ -163,7 +164,7 @@ absl::StatusOr<std::string> CpuExecutor::ResolveKernel(
         std::string(PrecisionName(precision)), "; ask for PRECISION_FP32"));
   }
   if (requested.empty() || requested == "auto" || requested == kKernelName) {
-    return std::string(kKernelName);
+    return kernels_.at(0);
   }
   return absl::InvalidArgumentError(
       absl::StrCat("params.kernel: unknown kernel '", requested,
@@ -172,6 +173,11 @@ absl::StatusOr<std::string> CpuExecutor::ResolveKernel(
 }
 
 absl::Status CpuExecutor::Execute(const Batch& batch) {
+  if (kernels_.IndexOf(batch.front()->kernel()) < 0) {
+    return absl::InternalError(
+        absl::StrCat("kernel '", batch.front()->kernel().name(),
+                     "' was not resolved by the cpu backend"));
+  }
   for (const std::shared_ptr<GemmJob>& job : batch) {
     JobTiming& t = job->timing();
     t.batch_size = static_cast<uint32_t>(batch.size());
@@ -228,7 +234,7 @@ absl::Status CpuExecutor::Run(GemmJob& job) {
       if (run > 0) {
         absl::StrAppend(&check.detail, "; a re-run on ", kKernelName,
                         " passed");
-        check.rerun_kernel = kKernelName;
+        check.rerun_kernel = kernels_.at(0);
       }
       return absl::OkStatus();
     }

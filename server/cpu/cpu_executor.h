@@ -63,7 +63,7 @@ class CpuExecutor final : public Executor {
   std::vector<KernelDescription> kernel_details() const override;
   // Float32, and the float32-accurate Tensor Core mode, which float32
   // serves; UNIMPLEMENTED for TF32 and BF16.
-  absl::StatusOr<std::string> ResolveKernel(
+  absl::StatusOr<KernelHandle> ResolveKernel(
       const GemmProblem& problem, absl::string_view requested,
       Precision precision = Precision::kFp32) const override;
   absl::Status Execute(const Batch& batch) override;
@@ -99,6 +99,8 @@ class CpuExecutor final : public Executor {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
+  const KernelTable kernels_{
+      {{kKernelName, Precision::kFp32, "OpenBLAS cblas_sgemm on the host"}}};
   // OpenBLAS threads for large GEMMs, and those set now (one for small
   // ones). OpenBLAS's count is process-wide: it changes under mu_, and two
   // executors in one process (tests) may each run with the other's count,

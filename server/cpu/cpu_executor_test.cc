@@ -11,12 +11,14 @@
 namespace gemm::server {
 namespace {
 
-std::shared_ptr<GemmJob> MakeJob(GemmProblem shape, float alpha, float beta,
-                                 uint64_t seed) {
+// A job of `executor`'s kernel.
+std::shared_ptr<GemmJob> MakeJob(const Executor& executor, GemmProblem shape,
+                                 float alpha, float beta, uint64_t seed) {
   shape.alpha = alpha;
   shape.beta = beta;
-  auto job = std::make_shared<GemmJob>(JobSpec{shape, "cpu"},
-                                       InflightBudget::Reservation());
+  auto job = std::make_shared<GemmJob>(
+      JobSpec{shape, *executor.ResolveKernel(shape, "cpu")},
+      InflightBudget::Reservation());
   FillRandom(job->a(), shape.a_elements(), seed);
   FillRandom(job->b(), shape.b_elements(), seed + 1);
   if (beta != 0.0f) {
@@ -36,7 +38,7 @@ TEST_P(CpuExecutorShapes, MatchesFloat64Reference) {
   ASSERT_TRUE(executor.ok());
   const GemmProblem shape = GetParam();
   for (float beta : {0.0f, -0.75f}) {
-    auto job = MakeJob(shape, 1.25f, beta, shape.m * 31 + shape.k);
+    auto job = MakeJob(**executor, shape, 1.25f, beta, shape.m * 31 + shape.k);
     std::vector<float> c_in(job->c(), job->c() + shape.c_elements());
     const std::vector<double> want =
         ReferenceGemm(job->problem(), job->a(), job->b(), c_in.data());
@@ -60,6 +62,22 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmProblem{999, 1201, 200, true, true},
                       GemmProblem{1500, 1100, 0}, GemmProblem{700, 600, 3}));
 
+// A job runs from the handle its executor resolved; a handle from any
+// other table (another executor's, a test's) is refused, not run.
+TEST(CpuExecutorTest, RunsOnlyKernelsItResolved) {
+  auto executor = CpuExecutor::Create({.threads = 1});
+  ASSERT_TRUE(executor.ok());
+  auto other = CpuExecutor::Create({.threads = 1});
+  ASSERT_TRUE(other.ok());
+  auto job = MakeJob(**other, {4, 4, 4}, 1.0f, 0.0f, 5);
+  const absl::Status status = (*executor)->Execute({job});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+  EXPECT_NE(status.message().find("not resolved by the cpu backend"),
+            std::string::npos)
+      << status;
+  EXPECT_TRUE((*other)->Execute({job}).ok());
+}
+
 TEST(CpuExecutorTest, LightAndHeavy) {
   EXPECT_TRUE(CpuExecutor::IsLight({64, 64, 64}));
   EXPECT_TRUE(CpuExecutor::IsLight({256, 256, 256}));
@@ -75,14 +93,14 @@ TEST(CpuExecutorTest, ALightJobRunsBetweenTheTilesOfAHeavyOne) {
   auto executor = CpuExecutor::Create({.threads = 2});
   ASSERT_TRUE(executor.ok());
   // 58 GFLOP: a quarter of a second at least on two threads.
-  auto heavy = MakeJob({3072, 3072, 3072}, 1.0f, 0.0f, 7);
+  auto heavy = MakeJob(**executor, {3072, 3072, 3072}, 1.0f, 0.0f, 7);
   std::atomic<bool> heavy_done{false};
   std::thread heavy_thread([&] {
     ASSERT_TRUE((*executor)->Execute({heavy}).ok());
     heavy_done = true;
   });
   absl::SleepFor(absl::Milliseconds(50));
-  auto light = MakeJob({63, 65, 67}, 1.0f, 0.5f, 11);
+  auto light = MakeJob(**executor, {63, 65, 67}, 1.0f, 0.5f, 11);
   std::vector<float> c_in(light->c(), light->c() + 63 * 65);
   const std::vector<double> want =
       ReferenceGemm(light->problem(), light->a(), light->b(), c_in.data());
@@ -96,8 +114,8 @@ TEST(CpuExecutorTest, ALightJobRunsBetweenTheTilesOfAHeavyOne) {
 TEST(CpuExecutorTest, ResolvesAutoAndRejectsUnknownKernels) {
   auto executor = CpuExecutor::Create({});
   ASSERT_TRUE(executor.ok());
-  EXPECT_EQ(*(*executor)->ResolveKernel({1, 1, 1}, "auto"), "cpu");
-  EXPECT_EQ(*(*executor)->ResolveKernel({1, 1, 1}, ""), "cpu");
+  EXPECT_EQ((*executor)->ResolveKernel({1, 1, 1}, "auto")->name(), "cpu");
+  EXPECT_EQ((*executor)->ResolveKernel({1, 1, 1}, "")->name(), "cpu");
   auto unknown = (*executor)->ResolveKernel({1, 1, 1}, "v9");
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(unknown.status().message().find("params.kernel"),

@@ -7,7 +7,8 @@
 // server goes on serving, and that shutdown is bounded even so; production
 // builds never contain it.
 //
-// Thread-safety: as thread-safe as the wrapped executor (it adds no state).
+// Thread-safety: as thread-safe as the wrapped executor (its own state is
+// immutable).
 //
 //   GemmServer::Options options;
 //   options.decorate_executor = [](std::unique_ptr<Executor> inner) {
@@ -49,7 +50,7 @@ class FaultInjectingExecutor final : public ForwardingExecutor {
   // An added kernel resolves to itself; anything else as the inner
   // executor says.
   std::vector<KernelDescription> kernel_details() const override;
-  absl::StatusOr<std::string> ResolveKernel(
+  absl::StatusOr<KernelHandle> ResolveKernel(
       const GemmProblem& problem, absl::string_view requested,
       Precision precision = Precision::kFp32) const override;
   // INTERNAL for a batch of the failing kernel (batches share one kernel);
@@ -58,11 +59,13 @@ class FaultInjectingExecutor final : public ForwardingExecutor {
   absl::Status Execute(const Batch& batch) override;
 
  private:
-  FaultInjectingExecutor(std::unique_ptr<Executor> inner, Options options)
-      : ForwardingExecutor(std::move(inner)), options_(std::move(options)) {}
-  bool IsAdded(absl::string_view kernel) const;
+  FaultInjectingExecutor(std::unique_ptr<Executor> inner, Options options);
 
   const Options options_;
+  // The added kernels (the options' non-empty names), in that order.
+  const KernelTable added_;
+  const KernelHandle fail_;   // no kernel when fail_kernel is empty
+  const KernelHandle stuck_;  // no kernel when stuck_kernel is empty
 };
 
 }  // namespace gemm::server

@@ -20,15 +20,16 @@ TEST(FaultInjectingExecutorTest, AddsTheFailingKernel) {
   std::unique_ptr<Executor> executor = WrappedCpu();
   EXPECT_EQ(executor->backend(), "cpu");
   EXPECT_EQ(executor->kernels(), (std::vector<std::string>{"cpu", "broken"}));
-  EXPECT_EQ(*executor->ResolveKernel({2, 2, 2}, "broken"), "broken");
-  EXPECT_EQ(*executor->ResolveKernel({2, 2, 2}, "auto"), "cpu");
+  EXPECT_EQ(executor->ResolveKernel({2, 2, 2}, "broken")->name(), "broken");
+  EXPECT_EQ(executor->ResolveKernel({2, 2, 2}, "auto")->name(), "cpu");
   EXPECT_EQ(executor->ResolveKernel({2, 2, 2}, "v9").status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
 TEST(FaultInjectingExecutorTest, InjectedFailureIsInternal) {
   std::unique_ptr<Executor> executor = WrappedCpu();
-  JobSpec spec{.problem = {2, 2, 2}, .kernel = "broken"};
+  JobSpec spec{.problem = {2, 2, 2},
+               .kernel = *executor->ResolveKernel({2, 2, 2}, "broken")};
   auto job = std::make_shared<GemmJob>(spec, InflightBudget::Reservation());
   EXPECT_EQ(executor->Execute({job}).code(), absl::StatusCode::kInternal);
 }
@@ -36,8 +37,9 @@ TEST(FaultInjectingExecutorTest, InjectedFailureIsInternal) {
 TEST(FaultInjectingExecutorTest, OtherKernelsRunOnTheInnerExecutor) {
   std::unique_ptr<Executor> executor = WrappedCpu();
   const GemmProblem problem{9, 7, 5};
-  auto job = std::make_shared<GemmJob>(JobSpec{problem, "cpu"},
-                                       InflightBudget::Reservation());
+  auto job = std::make_shared<GemmJob>(
+      JobSpec{problem, *executor->ResolveKernel(problem, "cpu")},
+      InflightBudget::Reservation());
   FillRandom(job->a(), problem.a_elements(), 1);
   FillRandom(job->b(), problem.b_elements(), 2);
   // Poison: beta == 0 must not read C, and every element must be written.

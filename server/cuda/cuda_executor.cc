@@ -129,11 +129,22 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
                                                    options.streams_per_device);
 
   // The kernels this backend offers, and auto's candidates among them.
-  executor->kernels_ = KernelsEveryDeviceRuns(executor->devices_);
+  const std::vector<std::string> names =
+      KernelsEveryDeviceRuns(executor->devices_);
+  std::vector<KernelDescription> offered;
+  for (const std::string& name : names) {
+    const SgemmKernel* kernel = KernelRegistry::Global().Find(name);
+    executor->sgemm_.push_back(kernel);
+    offered.push_back(KernelDescription{name, kernel->precision(),
+                                        std::string(kernel->description())});
+  }
+  executor->kernels_ = std::make_unique<KernelTable>(std::move(offered));
+  for (const char* name : {"cublas", "v7", "v6", "v5", "v0"}) {
+    const KernelHandle kernel = executor->kernels_->Find(name);
+    if (kernel.valid()) executor->rerun_order_.push_back(kernel);
+  }
   if (options.calibrate) {
-    const bool with_wgmma =
-        std::find(executor->kernels_.begin(), executor->kernels_.end(),
-                  "v12") != executor->kernels_.end();
+    const bool with_wgmma = executor->kernels_->Find("v12").valid();
     absl::StatusOr<DispatchPolicy> calibrated =
         CalibrateDispatch(*executor->devices_.front(), options, with_wgmma);
     if (calibrated.ok()) {
@@ -146,7 +157,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
   }
   executor->auto_allowed_ = AllowedByPrecision(executor->policy_.kernels());
   if (options.calibrate && options.max_tuned_shapes > 0) {
-    std::vector<std::string> candidates = TunerCandidates(executor->kernels_);
+    std::vector<std::string> candidates = TunerCandidates(names);
     executor->tuner_allowed_ = AllowedByPrecision(candidates);
     executor->tuner_ = std::make_unique<ShapeTuner>(
         std::move(candidates), ShapeMeasure(*executor->devices_.front()),
@@ -161,8 +172,9 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
 }
 
 absl::Status CudaExecutor::PrepareWorkerThread() {
-  const SgemmKernel* cublas = KernelRegistry::Global().Find("cublas");
-  if (cublas == nullptr) return absl::OkStatus();
+  const int at = kernels_->IndexOf(kernels_->Find("cublas"));
+  if (at < 0) return absl::OkStatus();
+  const SgemmKernel* cublas = sgemm_[at];
   for (const std::unique_ptr<CudaDevice>& device : devices_) {
     RETURN_IF_ERROR(
         CudaStatus(cudaSetDevice(device->ordinal()), "cudaSetDevice"));
@@ -261,38 +273,34 @@ absl::Status CudaExecutor::Execute(const Batch& batch) {
   return absl::OkStatus();
 }
 
-namespace {
-
-// What re-runs a job whose result failed its check on `first`: cuBLAS, or
-// when cuBLAS gave the bad result, the first own kernel that takes the
-// shape.
-const SgemmKernel* ReRunKernel(const std::string& first,
-                               const GemmProblem& problem) {
+// cuBLAS, or when cuBLAS gave the bad result, the first own kernel that
+// takes the shape.
+KernelHandle CudaExecutor::ReRunKernel(const KernelHandle& first,
+                                       const GemmProblem& problem) const {
   // Any 256-byte-aligned addresses: CanImplement looks at alignment only.
   float* aligned = reinterpret_cast<float*>(uintptr_t{256});
   const SgemmArgs args = MakeSgemmArgs(problem, aligned, aligned, aligned);
-  for (const char* name : {"cublas", "v7", "v6", "v5", "v0"}) {
-    if (first == name) continue;
-    const SgemmKernel* kernel = KernelRegistry::Global().Find(name);
-    if (kernel != nullptr && kernel->CanImplement(args).ok()) return kernel;
+  for (const KernelHandle& kernel : rerun_order_) {
+    if (kernel == first) continue;
+    if (sgemm_[kernels_->IndexOf(kernel)]->CanImplement(args).ok()) {
+      return kernel;
+    }
   }
-  return nullptr;
+  return KernelHandle();
 }
-
-}  // namespace
 
 absl::StatusOr<std::vector<CudaExecutor::FailedCheck>>
 CudaExecutor::ExecuteChunk(const Batch& batch, size_t begin, size_t end,
                            const Run& run) {
   const GemmProblem& problem = batch[begin]->problem();
-  const std::string& kernel_name = batch[begin]->kernel();
-  const SgemmKernel* kernel = run.kernel != nullptr
-                                  ? run.kernel
-                                  : KernelRegistry::Global().Find(kernel_name);
-  if (kernel == nullptr) {
-    return absl::InternalError(
-        absl::StrCat("kernel '", kernel_name, "' is not registered"));
+  const KernelHandle handle =
+      run.kernel.valid() ? run.kernel : batch[begin]->kernel();
+  const int index = kernels_->IndexOf(handle);
+  if (index < 0) {
+    return absl::InternalError(absl::StrCat(
+        "kernel '", handle.name(), "' was not resolved by the cuda backend"));
   }
+  const SgemmKernel* kernel = sgemm_[index];
   const Chunk chunk{batch, begin, static_cast<int>(end - begin)};
   PackedOperands packed(problem, chunk.count, batch[begin]->spec().check);
 
@@ -347,7 +355,7 @@ CudaExecutor::ExecuteChunk(const Batch& batch, size_t begin, size_t end,
       check.worst_ratio = v.worst_ratio;
       check.unchecked_lines = v.unchecked_lines;
       if (run.number > 0) {
-        check.rerun_kernel = std::string(kernel->name());
+        check.rerun_kernel = handle;
         absl::StrAppend(&check.detail, "; a re-run on ",
                         std::string(kernel->name()), " on ", device.label(),
                         " passed");
@@ -382,7 +390,7 @@ void CudaExecutor::ReRun(const std::shared_ptr<GemmJob>& job,
   run.kernel = ReRunKernel(job->kernel(), job->problem());
   run.avoid_device = failed_device;
   run.number = 1;
-  if (run.kernel == nullptr) {
+  if (!run.kernel.valid()) {
     job->Finish(absl::DataLossError(absl::StrCat(
         "the result failed its check and no other kernel can re-run it: ",
         check.detail)));

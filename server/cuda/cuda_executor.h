@@ -83,11 +83,15 @@ class CudaExecutor final : public Executor {
   // Core entry. A shape the tuner measured (shape_tuner.h) gets its
   // fastest kernel; any other the calibrated table's (DispatchPolicy), and
   // is queued for measuring. A named kernel must be one of kernels().
-  absl::StatusOr<std::string> ResolveKernel(
+  absl::StatusOr<KernelHandle> ResolveKernel(
       const GemmProblem& problem, absl::string_view requested,
       Precision precision = Precision::kFp32) const override;
-  Precision KernelPrecision(absl::string_view kernel) const override;
   absl::Status Execute(const Batch& batch) override;
+  // The kernel of kernels() called `name`, whatever its precision; no
+  // kernel when there is none (tests and benchmarks build jobs with it).
+  KernelHandle FindKernel(absl::string_view name) const {
+    return kernels_->Find(name);
+  }
 
   // Pinned host storage for jobs; lives as long as the executor.
   HostAllocator* host_allocator();
@@ -124,9 +128,9 @@ class CudaExecutor final : public Executor {
   // How ExecuteChunk runs: the first run of a batch, or the re-run of one
   // job whose result failed its check (another kernel, another device).
   struct Run {
-    const kernels::SgemmKernel* kernel = nullptr;  // null: the jobs' own
-    size_t avoid_device = SIZE_MAX;                // SIZE_MAX: none
-    int number = 0;                                // 0 first, 1 re-run
+    KernelHandle kernel;             // no kernel: the jobs' own
+    size_t avoid_device = SIZE_MAX;  // SIZE_MAX: none
+    int number = 0;                  // 0 first, 1 re-run
   };
 
   explicit CudaExecutor(const Options& options);
@@ -145,14 +149,24 @@ class CudaExecutor final : public Executor {
   // (where there is one) another device; the job ends with DATA_LOSS when
   // that result fails too, or with the re-run's error.
   void ReRun(const std::shared_ptr<GemmJob>& job, size_t failed_device);
+  // The first of rerun_order_ other than `first` that takes `problem`; no
+  // kernel when none does.
+  KernelHandle ReRunKernel(const KernelHandle& first,
+                           const GemmProblem& problem) const;
 
   const Options options_;
   std::unique_ptr<PinnedHostPool> pinned_;
   std::vector<std::unique_ptr<CudaDevice>> devices_;
   std::unique_ptr<StreamSlots> slots_;
   DispatchPolicy policy_;
-  // The registry's kernels that every device runs, in its order.
-  std::vector<std::string> kernels_;
+  // The registry's kernels that every device runs, in its order: the
+  // table ResolveKernel hands out handles into, and the kernel objects at
+  // the same indices.
+  std::unique_ptr<KernelTable> kernels_;
+  std::vector<const kernels::SgemmKernel*> sgemm_;
+  // What re-runs a job whose result failed its check, in order of
+  // preference (cuBLAS, then own kernels; ReRunKernel).
+  std::vector<KernelHandle> rerun_order_;
   // Per Precision (its enum value): which of policy_'s kernels a job of
   // that precision allows (KernelMayServe).
   std::vector<std::vector<bool>> auto_allowed_;

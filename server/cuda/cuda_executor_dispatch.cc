@@ -1,8 +1,6 @@
 // CudaExecutor's kernels and the choice of one for a job (ResolveKernel):
 // a named kernel checked against the devices and the precision, or auto
 // through the shape tuner and the calibrated table.
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -12,26 +10,16 @@
 namespace gemm::server {
 
 using kernels::KernelRegistry;
-using kernels::SgemmKernel;
 
-std::vector<std::string> CudaExecutor::kernels() const { return kernels_; }
+std::vector<std::string> CudaExecutor::kernels() const {
+  return kernels_->names();
+}
 
 std::vector<KernelDescription> CudaExecutor::kernel_details() const {
-  std::vector<KernelDescription> details;
-  for (const std::string& name : kernels()) {
-    const SgemmKernel* kernel = KernelRegistry::Global().Find(name);
-    details.push_back(KernelDescription{name, kernel->precision(),
-                                        std::string(kernel->description())});
-  }
-  return details;
+  return kernels_->descriptions();
 }
 
-Precision CudaExecutor::KernelPrecision(absl::string_view name) const {
-  const SgemmKernel* kernel = KernelRegistry::Global().Find(std::string(name));
-  return kernel != nullptr ? kernel->precision() : Precision::kFp32;
-}
-
-absl::StatusOr<std::string> CudaExecutor::ResolveKernel(
+absl::StatusOr<KernelHandle> CudaExecutor::ResolveKernel(
     const GemmProblem& shape, absl::string_view requested,
     Precision precision) const {
   const uint64_t needed = DeviceBytes(shape);
@@ -41,51 +29,53 @@ absl::StatusOr<std::string> CudaExecutor::ResolveKernel(
         shape.ToString(), needed, smallest_budget_));
   }
   if (requested.empty() || requested == "auto") {
+    // The tuner's and the table's choices are names of kernels() (their
+    // candidates come from it): looked up here, once per job.
     const size_t at = static_cast<size_t>(precision);
     if (tuner_ != nullptr && at < tuner_allowed_.size()) {
-      std::string tuned = tuner_->Lookup(shape, tuner_allowed_[at]);
-      if (!tuned.empty()) return tuned;
+      const std::string tuned = tuner_->Lookup(shape, tuner_allowed_[at]);
+      if (KernelHandle kernel = kernels_->Find(tuned); kernel.valid()) {
+        return kernel;
+      }
     }
     if (at < auto_allowed_.size()) {
-      std::string chosen = policy_.Choose(shape, auto_allowed_[at]);
-      if (!chosen.empty()) return chosen;
-    }
-    for (const std::string& name : kernels()) {
-      if (KernelRegistry::Global().Find(name)->precision() == precision) {
-        return name;
+      const std::string chosen = policy_.Choose(shape, auto_allowed_[at]);
+      if (KernelHandle kernel = kernels_->Find(chosen); kernel.valid()) {
+        return kernel;
       }
+    }
+    for (int i = 0; i < kernels_->size(); ++i) {
+      if (kernels_->at(i).precision() == precision) return kernels_->at(i);
     }
     return absl::UnimplementedError(
         absl::StrCat("params.precision: no kernel of the cuda backend "
                      "computes in ",
                      std::string(PrecisionName(precision))));
   }
-  if (const SgemmKernel* kernel =
-          KernelRegistry::Global().Find(std::string(requested));
-      kernel != nullptr) {
-    if (std::find(kernels_.begin(), kernels_.end(), requested) ==
-        kernels_.end()) {
+  const KernelHandle kernel = kernels_->Find(requested);
+  if (!kernel.valid()) {
+    if (KernelRegistry::Global().Find(std::string(requested)) != nullptr) {
       return absl::UnimplementedError(absl::StrCat(
           "params.kernel: '", requested,
           "' does not run on every GPU of this server (v12 needs compute "
           "capability 9.0); available: auto, ",
-          absl::StrJoin(kernels_, ", ")));
+          absl::StrJoin(kernels(), ", ")));
     }
-    if (!KernelMayServe(kernel->precision(), precision)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "params.kernel: '", requested, "' computes in ",
-          std::string(PrecisionName(kernel->precision())),
-          " but params.precision asks for ",
-          std::string(PrecisionName(precision)),
-          "; set params.precision to match, or name another kernel (Info's "
-          "kernel_details give each kernel's precision)"));
-    }
-    return std::string(requested);
+    return absl::InvalidArgumentError(
+        absl::StrCat("params.kernel: unknown kernel '", requested,
+                     "' on the cuda backend; available: auto, ",
+                     absl::StrJoin(kernels(), ", ")));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("params.kernel: unknown kernel '", requested,
-                   "' on the cuda backend; available: auto, ",
-                   absl::StrJoin(kernels(), ", ")));
+  if (!KernelMayServe(kernel.precision(), precision)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "params.kernel: '", requested, "' computes in ",
+        std::string(PrecisionName(kernel.precision())),
+        " but params.precision asks for ",
+        std::string(PrecisionName(precision)),
+        "; set params.precision to match, or name another kernel (Info's "
+        "kernel_details give each kernel's precision)"));
+  }
+  return kernel;
 }
 
 }  // namespace gemm::server

@@ -53,7 +53,7 @@ TEST_F(CudaExecutorTest, ResolvesKernels) {
   for (const std::string& name : executor_->shape_tuner()->kernels()) {
     candidates.push_back(name);
   }
-  EXPECT_NE(std::find(candidates.begin(), candidates.end(), *chosen),
+  EXPECT_NE(std::find(candidates.begin(), candidates.end(), chosen->name()),
             candidates.end())
       << *chosen;
   // auto picks only among the kernels the precision allows: v12 (3xTF32)
@@ -63,14 +63,12 @@ TEST_F(CudaExecutorTest, ResolvesKernels) {
          {Shape(64, 64, 64), Shape(1000, 999, 777), Shape(4096, 4096, 4096)}) {
       auto resolved = executor_->ResolveKernel(shape, "auto", precision);
       ASSERT_TRUE(resolved.ok()) << resolved.status();
-      const kernels::SgemmKernel* kernel =
-          kernels::KernelRegistry::Global().Find(*resolved);
-      ASSERT_NE(kernel, nullptr) << *resolved;
-      EXPECT_TRUE(KernelMayServe(kernel->precision(), precision))
+      EXPECT_EQ(executor_->FindKernel(resolved->name()), *resolved);
+      EXPECT_TRUE(KernelMayServe(resolved->precision(), precision))
           << *resolved << " for " << PrecisionName(precision);
     }
   }
-  EXPECT_EQ(*executor_->ResolveKernel(Shape(8, 8, 8), "v2"), "v2");
+  EXPECT_EQ(executor_->ResolveKernel(Shape(8, 8, 8), "v2")->name(), "v2");
   EXPECT_EQ(executor_->ResolveKernel(Shape(8, 8, 8), "v99").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(executor_->dispatch_policy().entries().size(), 343u);
@@ -117,7 +115,7 @@ TEST_F(CudaExecutorTest, AutoRunsTheTunedKernelOnceTheShapeIsMeasured) {
           }
         }
       }
-      EXPECT_EQ(*tuned, fastest) << shape.ToString();
+      EXPECT_EQ(tuned->name(), fastest) << shape.ToString();
       std::vector<TestJob> jobs;
       jobs.push_back(MakeJob(executor_->host_allocator(), shape, *tuned, 1.0f,
                              0.5f, seed += 10));
@@ -134,7 +132,8 @@ TEST_F(CudaExecutorTest, EveryKernelOnOddShapesUnbatched) {
                                            Shape(64, 96, 33, true, true),
                                            Shape(1000, 999, 77)};
   uint64_t seed = 1;
-  for (const std::string& kernel : executor_->kernels()) {
+  for (const std::string& name : executor_->kernels()) {
+    const KernelHandle kernel = executor_->FindKernel(name);
     for (const GemmProblem& shape : shapes) {
       for (float beta : {0.0f, 0.5f}) {
         std::vector<TestJob> jobs;
@@ -149,7 +148,8 @@ TEST_F(CudaExecutorTest, EveryKernelOnOddShapesUnbatched) {
 
 TEST_F(CudaExecutorTest, EveryKernelBatched) {
   uint64_t seed = 1000;
-  for (const std::string& kernel : executor_->kernels()) {
+  for (const std::string& name : executor_->kernels()) {
+    const KernelHandle kernel = executor_->FindKernel(name);
     for (const GemmProblem& shape : {Shape(65, 63, 31), Shape(128, 128, 128),
                                      Shape(33, 17, 9, true, true)}) {
       for (float beta : {0.0f, -0.75f}) {
@@ -181,10 +181,10 @@ TEST_F(CudaExecutorTest, AutoOnALargeJobAndPageableStorage) {
 TEST_F(CudaExecutorTest, KZeroIsBetaTimesCOnTheHost) {
   for (float beta : {0.0f, -1.5f}) {
     std::vector<TestJob> jobs;
-    jobs.push_back(MakeJob(executor_->host_allocator(), Shape(37, 41, 0), "v5",
-                           1.0f, beta, 3));
-    jobs.push_back(MakeJob(executor_->host_allocator(), Shape(37, 41, 0), "v5",
-                           1.0f, beta, 4));
+    jobs.push_back(MakeJob(executor_->host_allocator(), Shape(37, 41, 0),
+                           executor_->FindKernel("v5"), 1.0f, beta, 3));
+    jobs.push_back(MakeJob(executor_->host_allocator(), Shape(37, 41, 0),
+                           executor_->FindKernel("v5"), 1.0f, beta, 4));
     Batch batch;
     for (TestJob& t : jobs) batch.push_back(t.job);
     ASSERT_TRUE(executor_->Execute(batch).ok());
@@ -200,20 +200,20 @@ TEST_F(CudaExecutorTest, KZeroIsBetaTimesCOnTheHost) {
 // in it (float32 kernels serve the float32-accurate Tensor Core mode).
 TEST_F(CudaExecutorTest, KernelsAreResolvedWithinTheirPrecision) {
   const GemmProblem shape = Shape(512, 512, 512);
-  EXPECT_EQ(*executor_->ResolveKernel(shape, "auto", Precision::kTf32),
+  EXPECT_EQ(executor_->ResolveKernel(shape, "auto", Precision::kTf32)->name(),
             "cublas-tf32");
-  EXPECT_EQ(*executor_->ResolveKernel(shape, "auto", Precision::kBf16),
+  EXPECT_EQ(executor_->ResolveKernel(shape, "auto", Precision::kBf16)->name(),
             "cublas-bf16");
   const auto tensor =
       executor_->ResolveKernel(shape, "auto", Precision::kFp32Tensor);
   ASSERT_TRUE(tensor.ok()) << tensor.status();
   // A float32 kernel or a 3xTF32 one (v12), whichever the table found the
   // faster.
-  EXPECT_TRUE(KernelMayServe(executor_->KernelPrecision(*tensor),
-                             Precision::kFp32Tensor))
+  EXPECT_TRUE(KernelMayServe(tensor->precision(), Precision::kFp32Tensor))
       << *tensor;
-  EXPECT_EQ(*executor_->ResolveKernel(shape, "v6", Precision::kFp32Tensor),
-            "v6");
+  EXPECT_EQ(
+      executor_->ResolveKernel(shape, "v6", Precision::kFp32Tensor)->name(),
+      "v6");
   EXPECT_EQ(executor_->ResolveKernel(shape, "cublas-tf32").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(

@@ -60,11 +60,14 @@ TEST_F(CudaExecutorTest, TheCheckCatchesEveryFlipAboveItsSlack) {
     for (int bit = 0; bit < 32; ++bit) {
       const float beta = bit % 3 == 0 ? 0.5f : 0.0f;
       std::vector<TestJob> jobs;
-      jobs.push_back(MakeJob(pinned, shape, "cublas", 1.0f, beta, 7 * bit));
-      jobs.push_back(MakeJob(pinned, shape, "cublas", 1.0f, beta, 7 * bit));
+      jobs.push_back(MakeJob(pinned, shape, executor_->FindKernel("cublas"),
+                             1.0f, beta, 7 * bit));
+      jobs.push_back(MakeJob(pinned, shape, executor_->FindKernel("cublas"),
+                             1.0f, beta, 7 * bit));
       for (TestJob& t : jobs) {
         t.job = std::make_shared<GemmJob>(
-            JobSpec{t.job->problem(), "cublas", absl::ZeroDuration(), true},
+            JobSpec{t.job->problem(), executor_->FindKernel("cublas"),
+                    absl::ZeroDuration(), true},
             InflightBudget::Reservation(), pinned);
         FillRandom(t.job->a(), shape.a_elements(), 7 * bit);
         FillRandom(t.job->b(), shape.b_elements(), 7 * bit + 1);
@@ -74,7 +77,8 @@ TEST_F(CudaExecutorTest, TheCheckCatchesEveryFlipAboveItsSlack) {
       const std::vector<float> c_in(jobs[1].job->c(),
                                     jobs[1].job->c() + shape.c_elements());
       // The clean result, from the same kernel.
-      TestJob clean = MakeJob(pinned, shape, "cublas", 1.0f, beta, 7 * bit);
+      TestJob clean = MakeJob(pinned, shape, executor_->FindKernel("cublas"),
+                              1.0f, beta, 7 * bit);
       ASSERT_TRUE(executor_->Execute({clean.job}).ok());
       const uint64_t at = (bit * 2654435761u) % shape.c_elements();
       GemmJob* victim = jobs[1].job.get();
@@ -111,8 +115,8 @@ TEST_F(CudaExecutorTest, TheCheckCatchesEveryFlipAboveItsSlack) {
         EXPECT_EQ(check.mismatches, 1u)
             << shape.ToString() << " bit " << bit << " effect " << effect
             << " slack " << slack;
-        EXPECT_FALSE(check.rerun_kernel.empty()) << check.detail;
-        EXPECT_NE(check.rerun_kernel, "cublas") << check.detail;
+        EXPECT_TRUE(check.rerun_kernel.valid()) << check.detail;
+        EXPECT_NE(check.rerun_kernel.name(), "cublas") << check.detail;
       }
       if (check.mismatches > 0) {
         EXPECT_LE(RelativeFrobeniusError(victim->c(), jobs[1].want),

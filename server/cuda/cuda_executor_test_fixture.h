@@ -49,7 +49,7 @@ struct TestJob {
 };
 
 inline TestJob MakeJob(HostAllocator* allocator, GemmProblem shape,
-                       const std::string& kernel, float alpha, float beta,
+                       KernelHandle kernel, float alpha, float beta,
                        uint64_t seed) {
   shape.alpha = alpha;
   shape.beta = beta;
@@ -104,8 +104,7 @@ class CudaExecutorTest : public ::testing::Test {
     for (TestJob& t : jobs) {
       const GemmJob& job = *t.job;
       const double error = RelativeFrobeniusError(job.c(), t.want);
-      EXPECT_EQ(job.timing().precision,
-                executor_->KernelPrecision(job.kernel()));
+      EXPECT_EQ(job.timing().precision, job.kernel().precision());
       EXPECT_LE(error, ToleranceOf(job))
           << job.problem().ToString() << " kernel " << job.kernel() << " batch "
           << batch.size();

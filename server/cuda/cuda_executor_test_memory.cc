@@ -76,10 +76,10 @@ TEST_F(CudaExecutorTest, AnEmptyPinnedPoolLeavesEveryBlockPageable) {
 
 TEST_F(CudaExecutorTest, CancelledJobsDoNotRun) {
   std::vector<TestJob> jobs;
-  jobs.push_back(MakeJob(executor_->host_allocator(), Shape(32, 32, 32), "v5",
-                         1.0f, 0.0f, 3));
-  jobs.push_back(MakeJob(executor_->host_allocator(), Shape(32, 32, 32), "v5",
-                         1.0f, 0.0f, 4));
+  jobs.push_back(MakeJob(executor_->host_allocator(), Shape(32, 32, 32),
+                         executor_->FindKernel("v5"), 1.0f, 0.0f, 3));
+  jobs.push_back(MakeJob(executor_->host_allocator(), Shape(32, 32, 32),
+                         executor_->FindKernel("v5"), 1.0f, 0.0f, 4));
   absl::Status seen;
   jobs[0].job->set_done_callback(
       [&seen](GemmJob&, absl::Status s) { seen = std::move(s); });
@@ -111,13 +111,14 @@ TEST_F(CudaExecutorBudgetTest, JobsOverTheBudgetAreRefused) {
                 .status()
                 .code(),
             absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(*(*executor)->ResolveKernel(Shape(64, 64, 64), "auto"), "cublas");
+  EXPECT_EQ((*executor)->ResolveKernel(Shape(64, 64, 64), "auto")->name(),
+            "cublas");
   // A batch larger than the budget runs in several launches.
   std::vector<TestJob> jobs;
   Batch batch;
   for (int i = 0; i < 12; ++i) {
     jobs.push_back(MakeJob((*executor)->host_allocator(), Shape(128, 128, 128),
-                           "v5", 1.0f, 0.0f, 50 + i));
+                           (*executor)->FindKernel("v5"), 1.0f, 0.0f, 50 + i));
     batch.push_back(jobs.back().job);
   }
   ASSERT_TRUE((*executor)->Execute(batch).ok());

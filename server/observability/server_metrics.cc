@@ -140,9 +140,9 @@ ServerMetrics::ServerMetrics()
 
 JobLabels JobLabels::Of(const GemmJob& job) {
   JobLabels labels;
-  if (!job.kernel().empty()) labels.kernel = job.kernel();
-  if (!job.timing().check.rerun_kernel.empty()) {
-    labels.kernel = job.timing().check.rerun_kernel;
+  if (job.kernel().valid()) labels.kernel = std::string(job.kernel().name());
+  if (job.timing().check.rerun_kernel.valid()) {
+    labels.kernel = std::string(job.timing().check.rerun_kernel.name());
   }
   const std::string& device = job.timing().device;
   if (!device.empty()) labels.device = device.substr(0, device.find(' '));

@@ -63,6 +63,11 @@ class JobIntakeTest : public ::testing::Test {
         std::make_unique<JobIntake>(options, executor_.get(), scheduler_.get());
   }
   void TearDown() override { scheduler_->Stop(); }
+  // A 2 x 2 x 2 job (48 bytes) of the executor's kernel.
+  JobSpec SmallSpec() const {
+    return JobSpec{.problem = {2, 2, 2},
+                   .kernel = *executor_->ResolveKernel({2, 2, 2}, "cpu")};
+  }
 
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<BatchScheduler> scheduler_;
@@ -81,7 +86,7 @@ TEST_F(JobIntakeTest, AdmitsCopiesAndRunsACompleteJob) {
   auto job = intake_->AdmitComplete(Params(13, 11, 7, -0.5f), PiecesOf(a),
                                     PiecesOf(b), PiecesOf(c));
   ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_EQ((*job)->kernel(), "cpu");
+  EXPECT_EQ((*job)->kernel().name(), "cpu");
   EXPECT_EQ(intake_->budget().used(), JobClaimBytes(problem));
   Outcome outcome;
   ASSERT_TRUE(intake_->Submit(*job, JobIntake::Call(), Record(&outcome)).ok());
@@ -137,7 +142,7 @@ TEST_F(JobIntakeTest, AFullBudgetIsUnavailable) {
   options.limits.max_job_bytes = 48;
   scheduler_->Stop();
   Start(options);
-  JobSpec spec{.problem = {2, 2, 2}, .kernel = "cpu"};  // 48 bytes
+  const JobSpec spec = SmallSpec();
   auto first = intake_->Allocate(spec);
   auto second = intake_->Allocate(spec);
   ASSERT_TRUE(first.ok());
@@ -157,7 +162,7 @@ TEST_F(JobIntakeTest, TheLargestJobFitsABudgetAndAShareOfItsSize) {
   options.client_shares.max_bytes_per_client = 48;
   scheduler_->Stop();
   Start(options);
-  JobSpec spec{.problem = {2, 2, 2}, .kernel = "cpu"};  // 48 bytes
+  const JobSpec spec = SmallSpec();
   std::shared_ptr<ClientShare> share = intake_->shares().ShareOf("a");
   auto first = intake_->Allocate(spec, share);
   ASSERT_TRUE(first.ok()) << first.status();
@@ -167,7 +172,7 @@ TEST_F(JobIntakeTest, TheLargestJobFitsABudgetAndAShareOfItsSize) {
 }
 
 TEST_F(JobIntakeTest, TheCallsDeadlineAndCancellationReachTheJob) {
-  JobSpec spec{.problem = {2, 2, 2}, .kernel = "cpu"};
+  const JobSpec spec = SmallSpec();
   auto late = intake_->Allocate(spec);
   ASSERT_TRUE(late.ok());
   JobIntake::Call past;
@@ -190,7 +195,7 @@ TEST_F(JobIntakeTest, TheCallsDeadlineAndCancellationReachTheJob) {
 
 TEST_F(JobIntakeTest, ARefusedJobIsUntouchedAndItsCallbackNeverRuns) {
   scheduler_->StopAccepting();
-  JobSpec spec{.problem = {2, 2, 2}, .kernel = "cpu"};
+  const JobSpec spec = SmallSpec();
   auto job = intake_->Allocate(spec);
   ASSERT_TRUE(job.ok());
   bool ran = false;

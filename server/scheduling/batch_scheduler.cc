@@ -286,7 +286,8 @@ void BatchScheduler::WorkerLoop(bool light_only) {
     if (!status.ok()) {
       spdlog::error("batch of {} job(s) {} on kernel {} failed: {}",
                     batch.size(), batch.front()->problem().ToString(),
-                    batch.front()->kernel(), status.ToString());
+                    std::string(batch.front()->kernel().name()),
+                    status.ToString());
     }
     const absl::Time end = clock_->Now();
     for (const auto& job : batch) {

@@ -25,16 +25,22 @@
 
 namespace gemm::server::scheduler_test {
 
+// The one kernel of the tests' executors, "k".
+inline KernelHandle TestKernel() {
+  static const KernelTable* const table = new KernelTable({{"k"}});
+  return table->at(0);
+}
+
 // An executor of one kernel, "k", whose Execute is the test's.
 class TestExecutor : public Executor {
  public:
   absl::string_view backend() const override { return "test"; }
   std::vector<DeviceDescription> devices() const override { return {}; }
   std::vector<std::string> kernels() const override { return {"k"}; }
-  absl::StatusOr<std::string> ResolveKernel(
+  absl::StatusOr<KernelHandle> ResolveKernel(
       const GemmProblem&, absl::string_view,
       Precision = Precision::kFp32) const override {
-    return std::string("k");
+    return TestKernel();
   }
 };
 
@@ -106,7 +112,7 @@ inline std::shared_ptr<GemmJob> Job(
     uint32_t m, Outcome* outcome, const Clock* clock,
     absl::Duration timeout = absl::ZeroDuration()) {
   auto job = std::make_shared<GemmJob>(
-      JobSpec{.problem = {m, 4, 4}, .kernel = "k", .timeout = timeout},
+      JobSpec{.problem = {m, 4, 4}, .kernel = TestKernel(), .timeout = timeout},
       InflightBudget::Reservation());
   job->set_done_callback([outcome](GemmJob&, absl::Status s) {
     (s.ok() ? outcome->ok : outcome->failed)++;
@@ -120,7 +126,7 @@ inline std::shared_ptr<GemmJob> Job(
 inline std::shared_ptr<GemmJob> ClientJob(const std::string& client, uint32_t m,
                                           Outcome* outcome) {
   auto job = std::make_shared<GemmJob>(
-      JobSpec{.problem = {m, 4, 4}, .kernel = "k"},
+      JobSpec{.problem = {m, 4, 4}, .kernel = TestKernel()},
       InflightBudget::Reservation(nullptr, 0,
                                   std::make_shared<ClientShare>(client, 0, 0)));
   job->set_done_callback([outcome](GemmJob&, absl::Status s) {
