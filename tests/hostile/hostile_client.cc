@@ -1,4 +1,4 @@
-#include "tests/hostile_client.h"
+#include "tests/hostile/hostile_client.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -20,7 +20,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/gemm.grpc.pb.h"
-#include "tests/loopback_connections.h"
+#include "tests/hostile/loopback_connections.h"
 #include "tests/server_process.h"
 
 namespace gemm {

@@ -7,8 +7,8 @@
 //   ServerProcess server({"--listen", "[::]:0"});
 //   ... attack server.address() ...
 //   EXPECT_EQ(VictimJobs(server.address_v6(), 3), 3);
-#ifndef GEMM_TESTS_HOSTILE_CLIENT_H_
-#define GEMM_TESTS_HOSTILE_CLIENT_H_
+#ifndef GEMM_TESTS_HOSTILE_HOSTILE_CLIENT_H_
+#define GEMM_TESTS_HOSTILE_HOSTILE_CLIENT_H_
 
 #include <chrono>
 #include <cstdint>
@@ -50,4 +50,4 @@ std::map<uint64_t, std::pair<int, std::string>> ReadEnds(
 
 }  // namespace gemm::testing
 
-#endif  // GEMM_TESTS_HOSTILE_CLIENT_H_
+#endif  // GEMM_TESTS_HOSTILE_HOSTILE_CLIENT_H_

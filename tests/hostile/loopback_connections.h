@@ -4,8 +4,8 @@
 // Thread-safety: a free function.
 //
 //   std::vector<int> held = ConnectMany(server.port(), 40);
-#ifndef GEMM_TESTS_LOOPBACK_CONNECTIONS_H_
-#define GEMM_TESTS_LOOPBACK_CONNECTIONS_H_
+#ifndef GEMM_TESTS_HOSTILE_LOOPBACK_CONNECTIONS_H_
+#define GEMM_TESTS_HOSTILE_LOOPBACK_CONNECTIONS_H_
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -37,4 +37,4 @@ inline std::vector<int> ConnectMany(int port, int count) {
 
 }  // namespace gemm::testing
 
-#endif  // GEMM_TESTS_LOOPBACK_CONNECTIONS_H_
+#endif  // GEMM_TESTS_HOSTILE_LOOPBACK_CONNECTIONS_H_

@@ -4,7 +4,7 @@
 // still served. Here attacks on connections (descriptor floods, rapid
 // resets, CONTINUATION floods); hostile_client_test_share.cc has attacks
 // on a client's share of jobs, bytes and unary reads.
-#include "tests/hostile_client.h"
+#include "tests/hostile/hostile_client.h"
 
 #include <netinet/in.h>
 #include <signal.h>
@@ -28,7 +28,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/gemm.grpc.pb.h"
-#include "tests/loopback_connections.h"
+#include "tests/hostile/loopback_connections.h"
 #include "tests/metrics_scrape.h"
 #include "tests/server_process.h"
 

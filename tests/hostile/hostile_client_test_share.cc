@@ -22,7 +22,7 @@
 #include "proto/gemm.grpc.pb.h"
 #include "proto/wire_codec.h"
 #include "server/testing/blocking_generic_call.h"
-#include "tests/hostile_client.h"
+#include "tests/hostile/hostile_client.h"
 #include "tests/metrics_scrape.h"
 #include "tests/server_process.h"
 
