@@ -143,13 +143,67 @@ void Reduce2DOnHost(const Pass& p) {
   }
 }
 
+double VerifyLine(const GemmProblem& p, const Operands& x, uint64_t line,
+                  double input_roundoff, uint64_t* element) {
+  const bool is_row = line < p.m;
+  const uint64_t fixed = is_row ? line : line - p.m;
+  const uint64_t length = is_row ? p.n : p.m;
+  const uint64_t lda = p.lda(), ldb = p.ldb(), ldc = p.ldc();
+  auto op_a = [&](uint64_t i, uint64_t k) {
+    return static_cast<double>(p.trans_a ? x.a[k * lda + i] : x.a[i * lda + k]);
+  };
+  auto op_b = [&](uint64_t k, uint64_t j) {
+    return static_cast<double>(p.trans_b ? x.b[j * ldb + k] : x.b[k * ldb + j]);
+  };
+  double worst = -1;
+  for (uint64_t e = 0; e < length; ++e) {
+    const uint64_t i = is_row ? fixed : e, j = is_row ? e : fixed;
+    Line one;
+    for (uint64_t k = 0; k < p.k; ++k) {
+      const double product = op_a(i, k) * op_b(k, j);
+      one.ab += product;
+      one.ab_abs += std::fabs(product);
+    }
+    one.actual = x.c[i * ldc + j];
+    if (p.beta != 0.0f) {
+      one.c_in = x.c_in[i * ldc + j];
+      one.c_in_abs = std::fabs(one.c_in);
+    }
+    const double ratio =
+        Ratio(one, p.alpha, p.beta, p.k, /*length=*/1, input_roundoff);
+    if (ratio > worst) {
+      worst = ratio;
+      if (element != nullptr) *element = e;
+    }
+  }
+  return worst;
+}
+
 Verdict JudgeAll(const GemmProblem& p, const double* scratch,
                  double input_roundoff) {
+  return JudgeAll(p, scratch, Operands{}, input_roundoff);
+}
+
+Verdict JudgeAll(const GemmProblem& p, const double* scratch,
+                 const Operands& operands, double input_roundoff) {
+  const bool can_verify = operands.a != nullptr && operands.b != nullptr &&
+                          operands.c != nullptr &&
+                          (p.beta == 0.0f || operands.c_in != nullptr);
   Verdict v;
   for (uint64_t line = 0; line < uint64_t{p.m} + p.n; ++line) {
     uint32_t length = 0;
     const Line ln = LineOf(p, scratch, line, &length);
-    Count(Ratio(ln, p.alpha, p.beta, p.k, length, input_roundoff), line, v);
+    double ratio = Ratio(ln, p.alpha, p.beta, p.k, length, input_roundoff);
+    if (can_verify && ratio >= 0 && ratio <= 1 &&
+        ScreenRatio(ln, p.alpha, p.beta, p.k, length, input_roundoff) > 1) {
+      if (++v.suspect_lines <= kMaxVerifiedLines) {
+        ++v.verified_lines;
+        const double verified = VerifyLine(p, operands, line, input_roundoff);
+        // A line with no judgeable element keeps its line ratio.
+        if (verified > 1) ratio = verified;
+      }
+    }
+    Count(ratio, line, v);
   }
   return v;
 }
@@ -160,6 +214,9 @@ Verdict VerdictFromSlots(const double* slots) {
   Verdict v;
   v.bad_lines = words[kVerdictBad];
   v.unchecked_lines = words[kVerdictUnchecked];
+  v.suspect_lines = words[kVerdictSuspect];
+  v.verified_lines =
+      v.suspect_lines < kMaxVerifiedLines ? v.suspect_lines : kMaxVerifiedLines;
   float ratio;
   const uint32_t bits = static_cast<uint32_t>(words[kVerdictWorst] >> 32);
   std::memcpy(&ratio, &bits, sizeof(ratio));

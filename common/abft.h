@@ -35,6 +35,7 @@
 #ifndef GEMM_COMMON_ABFT_H_
 #define GEMM_COMMON_ABFT_H_
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -120,6 +121,21 @@ GEMM_ABFT_HD inline double Ratio(const Line& line, double alpha, double beta,
   return (diff < 0 ? -diff : diff) / tolerance;
 }
 
+// The screen: the line's deviation against its tolerance shrunk by
+// 16 / sqrt((K + 8) * length) (never grown). Above 1 and with Ratio at
+// most 1, the line is suspect and worth verifying; negative as Ratio.
+GEMM_ABFT_HD inline double ScreenRatio(const Line& line, double alpha,
+                                       double beta, uint32_t k, uint32_t length,
+                                       double input_roundoff = 0.0) {
+  const double ratio = Ratio(line, alpha, beta, k, length, input_roundoff);
+  const double shrink =
+      16.0 / sqrt((static_cast<double>(k) + 8.0) * static_cast<double>(length));
+  return shrink < 1.0 ? ratio / shrink : ratio;
+}
+
+// The most suspect lines a job verifies element by element.
+inline constexpr int kMaxVerifiedLines = 64;
+
 // Where each quantity sits in a job's scratch of float64s (SlotCount() of
 // them): four K-vectors, five M-vectors for the rows, five N-vectors for
 // the columns, then the verdict's slots.
@@ -137,7 +153,16 @@ struct Layout {
   }
   // The verdict: see Verdict's fields.
   GEMM_ABFT_HD uint64_t verdict() const { return 4 * k + 5 * m + 5 * n; }
-  GEMM_ABFT_HD uint64_t slots() const { return verdict() + kVerdictSlots; }
+  // The suspect lines to verify (the device's list; kVerdictSuspect counts
+  // them, the first kMaxVerifiedLines are listed), then a flag per listed
+  // line that its verification found it wrong.
+  GEMM_ABFT_HD uint64_t suspects() const { return verdict() + kVerdictSlots; }
+  GEMM_ABFT_HD uint64_t suspect_flags() const {
+    return suspects() + kMaxVerifiedLines;
+  }
+  GEMM_ABFT_HD uint64_t slots() const {
+    return suspect_flags() + kMaxVerifiedLines;
+  }
 
   static constexpr int kActual = 0, kAb = 1, kAbAbs = 2, kCIn = 3, kCInAbs = 4;
   static constexpr int kVerdictSlots = 4;
@@ -178,6 +203,24 @@ Pass OutputCPass(const GemmProblem& p, const float* c, double* scratch);
 // Runs a pass on the host.
 void Reduce2DOnHost(const Pass& pass);
 
+// A job's operands as stored (packed: lda(), ldb(), ldc()), for verifying
+// suspect lines: A, B, the result C, and the input C (null: not kept, and
+// then a job with beta not 0 is not verified).
+struct Operands {
+  const float* a = nullptr;
+  const float* b = nullptr;
+  const float* c = nullptr;
+  const float* c_in = nullptr;
+};
+
+// Verifies line `line` (row i is i, column j is M + j) element by element:
+// each recomputed in float64 with its own magnitude and judged by Ratio
+// with length 1. Returns the largest element ratio (above 1: the line is
+// wrong; negative: no element could be judged), and where in `element`
+// (its index along the line) when not null.
+double VerifyLine(const GemmProblem& p, const Operands& x, uint64_t line,
+                  double input_roundoff = 0.0, uint64_t* element = nullptr);
+
 // The outcome of one job's check.
 struct Verdict {
   // Lines (rows and columns) over their tolerance.
@@ -185,9 +228,14 @@ struct Verdict {
   // Lines that could not be judged (see Ratio).
   uint64_t unchecked_lines = 0;
   // The largest ratio over the judged lines (0 when none), and where: row
-  // i is i, column j is M + j.
+  // i is i, column j is M + j. A verified line counts with its worst
+  // element's ratio.
   double worst_ratio = 0;
   uint64_t worst_line = 0;
+  // Lines that passed the bound but not the screen, and how many of them
+  // were verified element by element (at most kMaxVerifiedLines).
+  uint64_t suspect_lines = 0;
+  uint64_t verified_lines = 0;
 
   bool ok() const { return bad_lines == 0; }
 };
@@ -202,18 +250,22 @@ Line LineOf(const GemmProblem& p, const double* scratch, uint64_t line,
 double Slack(const GemmProblem& p, const double* scratch, uint64_t line,
              double input_roundoff = 0.0);
 
-// Judges every row and column from a job's filled scratch.
+// Judges every row and column from a job's filled scratch; with the
+// operands, verifies the suspect lines too (the two stages above).
 Verdict JudgeAll(const GemmProblem& p, const double* scratch,
                  double input_roundoff = 0.0);
+Verdict JudgeAll(const GemmProblem& p, const double* scratch,
+                 const Operands& operands, double input_roundoff = 0.0);
 
 // Reads the verdict slots (Layout::verdict() on) that the device's
 // comparison filled.
 Verdict VerdictFromSlots(const double* slots);
 
-// The slots of a verdict as the device's comparison fills them: three
-// 64-bit words (bad lines, unchecked lines, and the worst line packed as
-// the float32 bits of its ratio above its index) and a spare.
-inline constexpr int kVerdictBad = 0, kVerdictUnchecked = 1, kVerdictWorst = 2;
+// The slots of a verdict as the device's comparison fills them: four
+// 64-bit words (bad lines, unchecked lines, the worst line packed as the
+// float32 bits of its ratio above its index, and the suspect lines).
+inline constexpr int kVerdictBad = 0, kVerdictUnchecked = 1, kVerdictWorst = 2,
+                     kVerdictSuspect = 3;
 
 // "row 17" or "column 3" for a Verdict's worst_line.
 std::string LineName(const GemmProblem& p, uint64_t line);

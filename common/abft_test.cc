@@ -65,6 +65,12 @@ struct Job {
     std::fill(scratch.begin() + l.col(Layout::kActual),
               scratch.begin() + l.col(Layout::kActual) + p.n, 0.0);
     Reduce2DOnHost(OutputCPass(p, c.data(), scratch.data()));
+    return JudgeAll(p, scratch.data(),
+                    Operands{a.data(), b.data(), c.data(), c_in.data()});
+  }
+  // The first stage alone: the line bound, no suspect line verified.
+  Verdict JudgeLinesOnly() {
+    Judge();
     return JudgeAll(p, scratch.data());
   }
 };
@@ -302,10 +308,100 @@ TEST(AbftTest, SumsThatOverflowBeforeAlphaAreUnchecked) {
   EXPECT_EQ(v.unchecked_lines, 4u);
 }
 
+// Issue 39: at 2048^3 and up the line bound is above a sign flip of a
+// typical element (a row's honest error is about 1e-4 of it, its bound
+// ~100 where a typical element is ~15): the screen sends the flipped
+// element's lines to be verified, and the verification catches every sign
+// flip and every exponent flip of an element of at least its row's RMS.
+TEST(AbftTest, SignAndExponentFlipsOfTypicalElementsAreCaughtAtScale) {
+  std::mt19937_64 rng(31);
+  Job job = RandomJob(rng, 1, Data::kUniform);
+  job.p = GemmProblem{.m = 2048,
+                      .n = 1536,
+                      .k = 2048,
+                      .trans_b = true,
+                      .alpha = 1.0f,
+                      .beta = 0.0f};
+  job.a.resize(job.p.a_elements());
+  job.b.resize(job.p.b_elements());
+  job.c_in.assign(job.p.c_elements(), 0.0f);
+  Fill(job.a, Data::kUniform, rng);
+  Fill(job.b, Data::kUniform, rng);
+  job.Run();
+  job.Predict();
+  const Verdict clean = job.Judge();
+  ASSERT_TRUE(clean.ok());
+  EXPECT_EQ(clean.suspect_lines, 0u);
+  const std::vector<float> result = job.c;
+  int flips = 0, missed_by_lines = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    const uint64_t at = rng() % job.p.c_elements();
+    const uint64_t i = at / job.p.n;
+    double square = 0;
+    for (uint32_t j = 0; j < job.p.n; ++j) {
+      square += double{result[i * job.p.n + j]} * result[i * job.p.n + j];
+    }
+    if (std::fabs(result[at]) < std::sqrt(square / job.p.n)) continue;
+    for (int bit : {31, 30, 29, 28, 27, 26, 25, 24, 23}) {
+      job.c = result;
+      uint32_t word;
+      std::memcpy(&word, &job.c[at], 4);
+      word ^= 1u << bit;
+      std::memcpy(&job.c[at], &word, 4);
+      ++flips;
+      EXPECT_FALSE(job.Judge().ok()) << "bit " << bit << " at " << at;
+      if (job.JudgeLinesOnly().ok()) ++missed_by_lines;
+    }
+  }
+  EXPECT_GT(flips, 0);
+  // The line bound alone misses most of them (the defect this fixes).
+  EXPECT_GT(missed_by_lines, flips / 4);
+  std::printf("%d flips, %d missed by the line bound alone\n", flips,
+              missed_by_lines);
+}
+
+// Data whose rounding errors conspire (every element of a line computed
+// alike, partial sums that climb and fall) makes lines suspect; verified,
+// they pass, and past kMaxVerifiedLines the rest keep the line bound.
+TEST(AbftTest, StructuredDataIsVerifiedAndPasses) {
+  std::mt19937_64 rng(37);
+  for (int pattern = 0; pattern < 3; ++pattern) {
+    Job job = RandomJob(rng, 1, Data::kUniform);
+    job.p = GemmProblem{.m = 700,
+                        .n = 900,
+                        .k = 3000,
+                        .alpha = 1.0f,
+                        .beta = pattern == 2 ? 0.5f : 0.0f};
+    job.a.resize(job.p.a_elements());
+    job.b.assign(job.p.b_elements(), 0.1f);
+    job.c_in.assign(job.p.c_elements(), 1.0f / 3.0f);
+    for (uint64_t e = 0; e < job.a.size(); ++e) {
+      const uint64_t k = e % job.p.k;
+      // 0: constant; 1 and 2: up for half of K, then down.
+      job.a[e] = pattern == 0 || k < job.p.k / 2 ? 0.1f : -0.1f;
+    }
+    // Every element alike, summed in order in float32 as v0 sums it: the
+    // rounding errors of one element repeat in every other.
+    float sum = 0.0f;
+    for (uint32_t k = 0; k < job.p.k; ++k) sum += job.a[k] * job.b[0];
+    job.c.assign(job.p.c_elements(),
+                 job.p.alpha * sum + job.p.beta * job.c_in[0]);
+    job.Predict();
+    const Verdict v = job.Judge();
+    if (pattern == 0) EXPECT_GT(v.suspect_lines, uint64_t{kMaxVerifiedLines});
+    EXPECT_TRUE(v.ok()) << pattern << ": " << LineName(job.p, v.worst_line)
+                        << " at " << v.worst_ratio;
+    EXPECT_LE(v.verified_lines, uint64_t{kMaxVerifiedLines});
+    std::printf("pattern %d: %llu suspect lines, %llu verified\n", pattern,
+                static_cast<unsigned long long>(v.suspect_lines),
+                static_cast<unsigned long long>(v.verified_lines));
+  }
+}
+
 TEST(AbftTest, VerdictSlotsUnpack) {
   GemmProblem p{.m = 3, .n = 4, .k = 5};
   std::vector<double> scratch(Layout(p).slots(), 0.0);
-  uint64_t words[Layout::kVerdictSlots] = {2, 1, 0, 0};
+  uint64_t words[Layout::kVerdictSlots] = {2, 1, 0, 70};
   const float ratio = 7.5f;
   uint32_t bits;
   std::memcpy(&bits, &ratio, 4);
@@ -314,6 +410,8 @@ TEST(AbftTest, VerdictSlotsUnpack) {
   const Verdict v = VerdictFromSlots(scratch.data() + Layout(p).verdict());
   EXPECT_EQ(v.bad_lines, 2u);
   EXPECT_EQ(v.unchecked_lines, 1u);
+  EXPECT_EQ(v.suspect_lines, 70u);
+  EXPECT_EQ(v.verified_lines, uint64_t{kMaxVerifiedLines});
   EXPECT_EQ(v.worst_ratio, 7.5);
   EXPECT_EQ(LineName(p, v.worst_line), "column 2");
 }

@@ -1,6 +1,7 @@
 // The ABFT check's kernels: Reduce2D (one pass of abft::Pass over a stored
-// matrix, for every member of a batch) and Compare (every row and column
-// judged by abft::Ratio, folded into the member's verdict slots).
+// matrix, for every member of a batch), Compare (every row and column
+// judged by abft::Ratio, folded into the member's verdict slots, suspect
+// lines listed) and Verify (the suspect lines element by element).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -202,8 +203,20 @@ __global__ void Compare(GemmProblem p, double* scratch, int64_t scratch_stride,
     ln.ab_abs = at(abft::Layout::kAbAbs);
     ln.c_in = at(abft::Layout::kCIn);
     ln.c_in_abs = at(abft::Layout::kCInAbs);
-    ratio = abft::Ratio(ln, p.alpha, p.beta, p.k, is_row ? p.n : p.m,
-                        input_roundoff);
+    const uint32_t length = is_row ? p.n : p.m;
+    ratio = abft::Ratio(ln, p.alpha, p.beta, p.k, length, input_roundoff);
+    // Suspect (common/abft.h): listed for Verify, the first
+    // kMaxVerifiedLines of them. Without the input C (beta not 0), none.
+    if (ratio >= 0 && ratio <= 1 && p.beta == 0.0f &&
+        abft::ScreenRatio(ln, p.alpha, p.beta, p.k, length, input_roundoff) >
+            1) {
+      auto* words = reinterpret_cast<unsigned long long*>(s + l.verdict());
+      const unsigned long long index =
+          atomicAdd(&words[abft::kVerdictSuspect], 1ull);
+      if (index < abft::kMaxVerifiedLines) {
+        s[l.suspects() + index] = static_cast<double>(line);
+      }
+    }
   }
   // Non-negative floats order as their bits do.
   const bool judged = ratio >= 0;
@@ -226,6 +239,65 @@ __global__ void Compare(GemmProblem p, double* scratch, int64_t scratch_stride,
   if (unchecked > 0) atomicAdd(&words[abft::kVerdictUnchecked], unchecked);
   if (bad > 0) atomicAdd(&words[abft::kVerdictBad], bad);
   if (any_judged != 0) atomicMax(&words[abft::kVerdictWorst], packed);
+}
+
+// Verifies suspect line number blockIdx.x of member blockIdx.z (beta is 0)
+// element by element, as abft::VerifyLine does on the host: each element
+// recomputed in float64 with its own magnitude and judged by abft::Ratio
+// with length 1. Block blockIdx.y takes elements blockIdx.y * blockDim.x
+// on, one a thread; the first block to find an element over 1 counts the
+// line bad (its flag), every such block offers its worst to the verdict.
+__global__ void Verify(GemmProblem p, const float* a, int64_t stride_a,
+                       const float* b, int64_t stride_b, const float* c,
+                       int64_t stride_c, double* scratch,
+                       int64_t scratch_stride, double input_roundoff) {
+  double* s = scratch + blockIdx.z * scratch_stride;
+  const abft::Layout l(p);
+  auto* words = reinterpret_cast<unsigned long long*>(s + l.verdict());
+  const unsigned long long listed = words[abft::kVerdictSuspect];
+  if (blockIdx.x >= listed || blockIdx.x >= abft::kMaxVerifiedLines) return;
+  const uint64_t line = static_cast<uint64_t>(s[l.suspects() + blockIdx.x]);
+  const bool is_row = line < p.m;
+  const uint64_t length = is_row ? p.n : p.m;
+  const uint64_t e = uint64_t{blockIdx.y} * blockDim.x + threadIdx.x;
+  if (uint64_t{blockIdx.y} * blockDim.x >= length) return;  // whole block
+  a += blockIdx.z * stride_a;
+  b += blockIdx.z * stride_b;
+  c += blockIdx.z * stride_c;
+  // Packed strides (GemmProblem's lda(), ldb(), ldc() are host code).
+  const uint64_t lda = p.trans_a ? p.m : p.k, ldb = p.trans_b ? p.k : p.n,
+                 ldc = p.n;
+  double worst = -1;
+  if (e < length) {
+    const uint64_t fixed = is_row ? line : line - p.m;
+    const uint64_t i = is_row ? fixed : e, j = is_row ? e : fixed;
+    abft::Line one;
+    for (uint64_t k = 0; k < p.k; ++k) {
+      const double x = p.trans_a ? a[k * lda + i] : a[i * lda + k];
+      const double y = p.trans_b ? b[j * ldb + k] : b[k * ldb + j];
+      one.ab = fma(x, y, one.ab);
+      one.ab_abs = fma(fabs(x), fabs(y), one.ab_abs);
+    }
+    one.actual = c[i * ldc + j];
+    worst = abft::Ratio(one, p.alpha, p.beta, p.k, 1, input_roundoff);
+  }
+  // The block's largest ratio.
+  __shared__ double warps[32];
+  for (int offset = 16; offset > 0; offset /= 2) {
+    worst = fmax(worst, __shfl_xor_sync(0xffffffffu, worst, offset));
+  }
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = worst;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < blockDim.x / 32; ++w) worst = fmax(worst, warps[w]);
+  if (worst <= 1) return;
+  auto* flags = reinterpret_cast<unsigned long long*>(s + l.suspect_flags());
+  if (atomicExch(&flags[blockIdx.x], 1ull) == 0) {
+    atomicAdd(&words[abft::kVerdictBad], 1ull);
+  }
+  const float r = static_cast<float>(worst);
+  atomicMax(&words[abft::kVerdictWorst],
+            (static_cast<unsigned long long>(__float_as_uint(r)) << 32) | line);
 }
 
 cudaError_t LaunchReduce2D(const abft::Pass& pass, int count, int64_t x_stride,
@@ -304,6 +376,21 @@ cudaError_t LaunchAbftJudge(const AbftBatch& batch, cudaStream_t stream) {
                     std::min(kMaxGridZ, batch.count - first));
     Compare<<<grid, kThreads, 0, stream>>>(
         p, batch.scratch + first * batch.stride_scratch, batch.stride_scratch,
+        batch.input_roundoff);
+  }
+  if (p.beta != 0.0f || !batch.verify) return cudaGetLastError();
+  // The suspect lines Compare listed (most blocks find none and return).
+  for (int first = 0; first < batch.count; first += kMaxGridZ) {
+    // Enough blocks along y for the longer kind of line.
+    const uint64_t longest = std::max(p.m, p.n);
+    const dim3 grid(abft::kMaxVerifiedLines,
+                    static_cast<unsigned>((longest + kThreads - 1) / kThreads),
+                    std::min(kMaxGridZ, batch.count - first));
+    Verify<<<grid, kThreads, 0, stream>>>(
+        p, batch.a + first * batch.stride_a, batch.stride_a,
+        batch.b + first * batch.stride_b, batch.stride_b,
+        batch.c + first * batch.stride_c, batch.stride_c,
+        batch.scratch + first * batch.stride_scratch, batch.stride_scratch,
         batch.input_roundoff);
   }
   return cudaGetLastError();

@@ -3,7 +3,8 @@
 // Reduce2DOnHost, accumulated in float64 with atomics, and the comparison
 // of every row and column against its tolerance (abft::Ratio, the same code
 // as the host's), leaving each member's verdict in its scratch
-// (abft::VerdictFromSlots reads it back).
+// (abft::VerdictFromSlots reads it back), then the suspect lines of jobs
+// with beta 0 verified element by element (common/abft.h's second stage).
 //
 // Cost: A is read twice, B, C_in (beta != 0) and C once each, in float32;
 // the float64 vectors are O(M + N + K). Memory-bound: at 4096^3 about 256 MB
@@ -44,6 +45,9 @@ struct AbftBatch {
   // The relative error of converting an input to the precision the kernel
   // computed in (common/precision.h's InputUnitRoundoff; 0 for float32).
   double input_roundoff = 0.0;
+  // Whether LaunchAbftJudge verifies suspect lines (common/abft.h's second
+  // stage); off only to measure the line bound alone (check-bench).
+  bool verify = true;
 };
 
 // Zeroes the scratch and sums the input C (when beta is not 0): before the
@@ -54,7 +58,9 @@ cudaError_t LaunchAbftPrepare(const AbftBatch& batch, cudaStream_t stream);
 // beside the GEMM (on another stream), which only reads A and B.
 cudaError_t LaunchAbftPredict(const AbftBatch& batch, cudaStream_t stream);
 
-// The result's sums and every member's verdict, after the GEMM.
+// The result's sums and every member's verdict, suspect lines verified
+// (beta 0 only: the input C is gone), after the GEMM. A verified line costs
+// K * length float64 multiply-adds, at most kMaxVerifiedLines a member.
 cudaError_t LaunchAbftJudge(const AbftBatch& batch, cudaStream_t stream);
 
 }  // namespace gemm::kernels

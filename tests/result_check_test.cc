@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "client/lib/gemm_client.h"
+#include "client/lib/shm_region.h"
 #include "common/precision.h"
 #include "gtest/gtest.h"
 #include "tests/server_process.h"
@@ -187,6 +188,53 @@ TEST_P(ResultCheckTest, AResultCorruptedOnEveryRunFailsWithDataLoss) {
   auto ok = client->Gemm(next.args, next.out.data());
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_LE(next.Error(), 1e-5);
+}
+
+// A checked result bound for a region reaches it only once it passed: a
+// job corrupted on every run leaves the region as it was (its input C
+// included, updated in place), and one corrupted once leaves the re-run's
+// right result there. (Before the fix the CPU backend computed in the
+// region, and the second bad result stayed there.)
+TEST_P(ResultCheckTest, ARegionSeesOnlyAResultThatPassed) {
+  auto client = Connect();
+  using client::SharedMemoryRegion;
+  const std::string name = GetParam() ? "check-stream" : "check-unary";
+  auto shm =
+      SharedMemoryRegion::Create(SharedMemoryRegion::UniqueKey(name), 1 << 16);
+  ASSERT_TRUE(shm.ok()) << shm.status();
+  ASSERT_TRUE(client->RegisterRegion((*shm)->Describe(name)).ok());
+  float* const region = (*shm)->floats();
+  for (const bool in_place : {false, true}) {
+    TestJob bad(kFlipEveryRunM, 30, 20, false, false, 1.0f,
+                in_place ? 0.5f : 0.0f, 16);
+    const uint64_t elements = bad.out.size();
+    std::fill_n(region, elements, 7.0f);
+    bad.args.check = v1::CHECK_ABFT;
+    bad.args.result_region = {name, 0};
+    if (in_place) {
+      // C's input in the region, updated in place.
+      std::copy(bad.c.begin(), bad.c.end(), region);
+      bad.args.c = nullptr;
+      bad.args.c_region = {name, 0};
+    }
+    auto failed = client->Gemm(bad.args, nullptr);
+    EXPECT_EQ(failed.status().code(), absl::StatusCode::kDataLoss)
+        << failed.status();
+    for (uint64_t e = 0; e < elements; ++e) {
+      ASSERT_EQ(region[e], in_place ? bad.c[e] : 7.0f)
+          << "element " << e << (in_place ? " (in place)" : "");
+    }
+  }
+  TestJob once(kFlipFirstRunM, 53, 61, false, false, 1.0f, 0.0f, 17);
+  std::fill_n(region, once.out.size(), 7.0f);
+  once.args.check = v1::CHECK_ABFT;
+  once.args.result_region = {name, 0};
+  auto timing = client->Gemm(once.args, nullptr);
+  ASSERT_TRUE(timing.ok()) << timing.status();
+  EXPECT_EQ(timing->check().mismatches(), 1u);
+  std::copy_n(region, once.out.size(), once.out.begin());
+  EXPECT_LE(once.Error(), 1e-5);
+  EXPECT_TRUE(client->UnregisterRegion(name).ok());
 }
 
 // Every kernel of the server, checked: odd shapes, every transpose, beta,

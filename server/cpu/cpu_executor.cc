@@ -50,9 +50,8 @@ bool CpuExecutor::IsLight(const GemmProblem& problem) {
          problem.c_elements() <= kLightMaxElements;
 }
 
-void CpuExecutor::Sgemm(GemmJob& job) {
+void CpuExecutor::Sgemm(GemmJob& job, float* c) {
   const GemmProblem& s = job.problem();
-  float* const c = job.c();
   if (s.k == 0) {
     // C = beta * C needs no OpenBLAS, nor its turn.
     ScaleByBeta(c, s.c_elements(), s.beta);
@@ -61,7 +60,7 @@ void CpuExecutor::Sgemm(GemmJob& job) {
   if (IsLight(s)) {
     TurnQueue::Turn turn(&turns_);
     absl::MutexLock lock(&mu_);
-    SgemmTile(job, {0, s.m}, {0, s.n}, {0, s.k});
+    SgemmTile(job, c, {0, s.m}, {0, s.n}, {0, s.k});
     return;
   }
   // A fresh C takes its pages as it is first written: that happens here,
@@ -76,14 +75,15 @@ void CpuExecutor::Sgemm(GemmJob& job) {
         // Light jobs that asked during the last step go first.
         TurnQueue::Turn turn(&turns_);
         absl::MutexLock lock(&mu_);
-        SgemmTile(job, {row, rows}, {col, cols},
+        SgemmTile(job, c, {row, rows}, {col, cols},
                   {depth, std::min(step, s.k - depth)});
       }
     }
   }
 }
 
-void CpuExecutor::SgemmTile(GemmJob& job, Span rows, Span cols, Span depth) {
+void CpuExecutor::SgemmTile(GemmJob& job, float* c, Span rows, Span cols,
+                            Span depth) {
   const GemmProblem& s = job.problem();
   const int threads =
       uint64_t{rows.size} * cols.size * depth.size < kThreadedMinVolume
@@ -105,20 +105,23 @@ void CpuExecutor::SgemmTile(GemmJob& job, Span rows, Span cols, Span depth) {
               s.trans_b ? CblasTrans : CblasNoTrans, rows.size, cols.size,
               depth.size, s.alpha, a, s.lda(), b, s.ldb(),
               depth.start == 0 ? s.beta : 1.0f,
-              job.c() + uint64_t{rows.start} * s.ldc() + cols.start, s.ldc());
+              c + uint64_t{rows.start} * s.ldc() + cols.start, s.ldc());
 }
 
 namespace {
 
-// The result's sums into `scratch` (cleared first), and the verdict.
-abft::Verdict Judge(GemmJob& job, std::vector<double>& scratch) {
+// The sums of the result `c` into `scratch` (cleared first), and the
+// verdict, suspect lines verified against the operands (common/abft.h).
+abft::Verdict Judge(GemmJob& job, const float* c, const float* c_in,
+                    std::vector<double>& scratch) {
   const GemmProblem& s = job.problem();
   const abft::Layout l(s);
   using abft::Layout;
   std::fill_n(scratch.begin() + l.row(Layout::kActual), s.m, 0.0);
   std::fill_n(scratch.begin() + l.col(Layout::kActual), s.n, 0.0);
-  abft::Reduce2DOnHost(abft::OutputCPass(s, job.c(), scratch.data()));
-  return abft::JudgeAll(s, scratch.data());
+  abft::Reduce2DOnHost(abft::OutputCPass(s, c, scratch.data()));
+  return abft::JudgeAll(s, scratch.data(),
+                        abft::Operands{job.a(), job.b(), c, c_in});
 }
 
 }  // namespace
@@ -191,14 +194,18 @@ absl::Status CpuExecutor::Execute(const Batch& batch) {
 
 absl::Status CpuExecutor::Run(GemmJob& job) {
   JobTiming& t = job.timing();
+  // A checked result bound for a caller's region is computed beside it
+  // and copied in once it passed: the caller never sees a result (nor the
+  // input C it starts from) before its verdict.
+  const bool staged = job.spec().check && job.result_in_region();
   // The result goes somewhere else than the input C (one of them is in a
   // region): it starts as a copy of the input, which the GEMM updates.
-  if (job.problem().beta != 0.0f && job.c() != job.c_in()) {
+  if (job.problem().beta != 0.0f && job.c() != job.c_in() && !staged) {
     std::copy_n(job.c_in(), job.problem().c_elements(), job.c());
   }
   if (!job.spec().check) {
     const absl::Time start = absl::Now();
-    Sgemm(job);
+    Sgemm(job, job.c());
     t.compute = absl::Now() - start;
     if (corrupter_) corrupter_(ResultSite{&job, job.c(), nullptr, 0});
     return absl::OkStatus();
@@ -209,8 +216,8 @@ absl::Status CpuExecutor::Run(GemmJob& job) {
   std::vector<double> scratch(abft::Layout(s).slots(), 0.0);
   std::vector<float> c_in;
   if (s.beta != 0.0f) {
-    abft::Reduce2DOnHost(abft::InputCPass(s, job.c(), scratch.data()));
-    c_in.assign(job.c(), job.c() + s.c_elements());
+    abft::Reduce2DOnHost(abft::InputCPass(s, job.c_in(), scratch.data()));
+    c_in.assign(job.c_in(), job.c_in() + s.c_elements());
   }
   for (const abft::Pass& pass :
        abft::OperandPasses(s, job.a(), job.b(), scratch.data())) {
@@ -219,16 +226,22 @@ absl::Status CpuExecutor::Run(GemmJob& job) {
   JobCheck& check = t.check;
   check.ran = true;
   check.time = absl::Now() - start;
+  std::vector<float> beside(staged ? s.c_elements() : 0);
+  float* const c = staged ? beside.data() : job.c();
   for (int run = 0; run < 2; ++run) {
-    if (run > 0 && s.beta != 0.0f) std::copy(c_in.begin(), c_in.end(), job.c());
+    if (s.beta != 0.0f && (run > 0 || staged)) {
+      std::copy(c_in.begin(), c_in.end(), c);
+    }
     start = absl::Now();
-    Sgemm(job);
+    Sgemm(job, c);
     t.compute = absl::Now() - start;
-    if (corrupter_) corrupter_(ResultSite{&job, job.c(), nullptr, run});
+    if (corrupter_) corrupter_(ResultSite{&job, c, nullptr, run});
     start = absl::Now();
-    const abft::Verdict verdict = Judge(job, scratch);
+    const abft::Verdict verdict =
+        Judge(job, c, c_in.empty() ? nullptr : c_in.data(), scratch);
     check.time += absl::Now() - start;
     if (verdict.ok()) {
+      if (staged) std::copy(beside.begin(), beside.end(), job.c());
       check.worst_ratio = verdict.worst_ratio;
       check.unchecked_lines = verdict.unchecked_lines;
       if (run > 0) {
@@ -248,10 +261,8 @@ absl::Status CpuExecutor::Run(GemmJob& job) {
     spdlog::error("job {}: {}", s.ToString(), what);
     absl::StrAppend(&check.detail, check.detail.empty() ? "" : "; ", what);
   }
-  // C updated in place in the caller's region keeps its input.
-  if (s.beta != 0.0f && job.c() == job.c_in()) {
-    std::copy(c_in.begin(), c_in.end(), job.c());
-  }
+  // The job's own C holds the second run's result; a region was never
+  // written.
   return absl::DataLossError(
       absl::StrCat("the result failed its check twice, so none is returned: ",
                    check.detail));

@@ -84,18 +84,19 @@ class CpuExecutor final : public Executor {
   // One job: its GEMM, and its check when it asks for one. Fails only
   // with DATA_LOSS (both runs failed the check).
   absl::Status Run(GemmJob& job);
-  // The job's GEMM: whole when it is light, else tile by tile, step by
-  // step, asking for a turn for each step.
-  void Sgemm(GemmJob& job);
+  // The job's GEMM into `c` (which holds the input C when beta is not 0):
+  // whole when it is light, else tile by tile, step by step, asking for a
+  // turn for each step.
+  void Sgemm(GemmJob& job, float* c);
   // A range of rows, columns or K.
   struct Span {
     uint32_t start = 0;
     uint32_t size = 0;
   };
-  // cblas_sgemm on `rows` and `cols` of the job's C over `depth` of K
+  // cblas_sgemm on `rows` and `cols` of `c` over `depth` of K
   // (C = alpha * A B + beta * C for the first, C += alpha * A B after), on
   // one thread or all (kThreadedMinVolume).
-  void SgemmTile(GemmJob& job, Span rows, Span cols, Span depth)
+  void SgemmTile(GemmJob& job, float* c, Span rows, Span cols, Span depth)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;

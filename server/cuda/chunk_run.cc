@@ -247,8 +247,13 @@ absl::StatusOr<std::vector<abft::Verdict>> RunChunk(
     }
   };
   std::vector<bool> failed(chunk.count, false);
-  if (problem.beta != 0.0f) {
-    // C comes back only once it passed: a failing job keeps its input C.
+  bool to_region = false;
+  for (int i = 0; i < chunk.count; ++i) {
+    to_region = to_region || chunk.job(i).result_in_region();
+  }
+  if (problem.beta != 0.0f || to_region) {
+    // C comes back only once it passed: a failing job keeps its input C,
+    // and a caller's region never holds a result before its verdict.
     RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(st),
                                absl::StrCat(device.label(), ": batch")));
     read_verdicts();
