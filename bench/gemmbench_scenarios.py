@@ -67,6 +67,54 @@ def summarize_dispatch(results):
             f"{results.get('own_kernel_chosen', '?')}"]
 
 
+# check-bench --detect per kernel: cuBLAS, the strict FP32 kernel auto
+# prefers at large sizes, and the 3xTF32 one.
+CHECK_DETECT_KERNELS = ["cublas", "v10", "v12"]
+
+
+def scenario_check(env):
+    """check-bench: the result check's detection by bit and size, and its false-positive soak."""
+    env.need_gpu()
+    logs = env.logs("check")
+    program = env.program("check-bench")
+    if env.smoke:
+        detect_flags, kernels = ["--sizes", "256", "--elements", "2"], ["cublas"]
+        soak_flags = ["--jobs", "40", "--kernels", "v0,cublas"]
+    else:
+        detect_flags = ["--sizes", "1024,2048,4096,8192", "--elements", "32"]
+        kernels = CHECK_DETECT_KERNELS
+        soak_flags = ["--jobs", "20000", "--kernels", "all"]
+    runs = [(f"detect-{k}", ["--detect", "--kernel", k] + detect_flags) for k in kernels]
+    runs.append(("soak", ["--soak"] + soak_flags))
+    results = {"detect": [], "soak": None}
+    for name, flags in runs:
+        out = os.path.join(logs, f"{name}.json")
+        cmd = [program, "--json", out] + flags
+        rc, seconds, _, _ = run_program(cmd, os.path.join(logs, f"{name}.log"), 900)
+        data = read_json(out)
+        if data is None:
+            raise RuntimeError(f"check-bench failed (rc {rc}); see {logs}/{name}.log")
+        entry = {"command": shlex.join(cmd), "rc": rc, "seconds": round(seconds, 1), "report": data}
+        if name == "soak":
+            results["soak"] = entry
+        else:
+            results["detect"].append(entry)
+    return results
+
+
+def summarize_check(results):
+    lines = []
+    for d in results["detect"]:
+        r = d["report"]
+        sign = next(b for b in r["bits"] if b["bit"] == 31)
+        lines.append(f"{r['kernel']:7} sign flips caught " + ", ".join(
+            f"{s['caught']}/{s['tried']} at {s['size']}^3" for s in sign["sizes"])
+            + f"; clean results failing {r['false_positives']}")
+    s = results["soak"]["report"]
+    lines.append(f"soak: {s['jobs']:,} checked jobs, {s['false_positives']} false positives")
+    return lines
+
+
 BATCHING_CASES = [
     # name, server flags, serve-bench flags
     {"name": "s1-batching-on", "server": ["--streams-per-device", "1", "--max-batch-size", "64",
@@ -265,5 +313,6 @@ SCENARIOS = {
     "tcp": (scenario_tcp, summarize_tcp),
     "soak": (scenario_soak, summarize_soak),
     "abft": (scenario_abft, summarize_abft),
+    "check": (scenario_check, summarize_check),
     "regions": (scenario_regions, summarize_regions),
 }

@@ -14,9 +14,10 @@ import sys
 
 from gemmbench_env import SCHEMA_VERSION
 from gemmbench_tables_common import LINKS
-from gemmbench_tables_gpu import (table_abft, table_batching, table_dispatch, table_kernels,
-                                  table_kernels_by_shape, table_regions, table_single,
-                                  table_suites)
+from gemmbench_tables_gpu import (table_abft, table_batching, table_check_cost,
+                                  table_check_detect, table_check_soak, table_dispatch,
+                                  table_kernels, table_kernels_by_shape, table_regions,
+                                  table_single, table_suites)
 from gemmbench_tables_load import (table_attack, table_blas, table_e2e, table_e2e_breakdown,
                                    table_e2e_targets, table_soak, table_tcp, table_tls)
 
@@ -51,6 +52,9 @@ TABLES = {
     "blas": ("blas", table_blas),
     "soak": ("soak", table_soak),
     "abft": ("abft", table_abft),
+    "check-detect": ("check", table_check_detect),
+    "check-cost": ("check", table_check_cost),
+    "check-soak": ("check", table_check_soak),
     "regions": ("regions", table_regions),
     "attack": ("attack", table_attack),
     "attack-full": ("attack-full", table_attack),

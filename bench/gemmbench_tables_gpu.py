@@ -198,3 +198,52 @@ def table_regions(report, path):
                                                  ("pageable_shm", "shared memory unregistered")))
                   + "."]
     return lines + ["", provenance(report, path)]
+
+
+def table_check_detect(report, path):
+    """check-bench --detect: sign, exponent and mantissa flips caught, by bit, size and kernel."""
+    lines = []
+    for d in report["results"]["detect"]:
+        r = d["report"]
+        sizes = [s["size"] for s in r["bits"][0]["sizes"]]
+        lines += [f"**{r['kernel']}**: caught / flipped (by the line bound alone); "
+                  f"clean results failing: {r['false_positives']}", "",
+                  "| bit | " + " | ".join(f"{n}^3" for n in sizes) + " |",
+                  "|---|" + "---:|" * len(sizes)]
+        for b in r["bits"]:
+            bit = b["bit"]
+            what = "sign" if bit == 31 else ("exponent" if bit >= 23 else "mantissa")
+            lines.append(f"| {bit} ({what}) | " + " | ".join(
+                f"{s['caught']}/{s['tried']} ({s['caught_by_lines']})" for s in b["sizes"]) + " |")
+        lines.append("")
+    return lines + [provenance(report, path)]
+
+
+def table_check_cost(report, path):
+    """What judging one result costs on the device, with and without verifying suspect lines."""
+    r = report["results"]["detect"][0]["report"]
+    lines = [f"| n^3 ({r['kernel']}) | random data: judge ms | lines only | "
+             "constant data: judge ms | lines only | lines verified |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for c in r["cost"]:
+        lines.append(f"| {c['size']} | {c['judge_ms']:.3f} | {c['judge_lines_only_ms']:.3f} | "
+                     f"{c['constant_judge_ms']:.3f} | {c['constant_lines_only_ms']:.3f} | "
+                     f"{c['constant_verified_lines']:.0f} |")
+    return lines + ["", provenance(report, path)]
+
+
+def table_check_soak(report, path):
+    """check-bench --soak: checked clean jobs and false positives by kernel and kind of data."""
+    s = report["results"]["soak"]["report"]
+    kinds = list(dict.fromkeys(c["data"] for c in s["cells"]))
+    kernels = list(dict.fromkeys(c["kernel"] for c in s["cells"]))
+    cell = {(c["kernel"], c["data"]): c for c in s["cells"]}
+    lines = ["| kernel | " + " | ".join(kinds) + " | lines verified |",
+             "|---|" + "---:|" * (len(kinds) + 1)]
+    for k in kernels:
+        row = [cell[(k, d)] for d in kinds if (k, d) in cell]
+        lines.append(f"| {k} | " + " | ".join(
+            f"{c['jobs']:,} ({c['false_positives']})" for c in row)
+            + f" | {sum(c['verified_lines'] for c in row):,} |")
+    return lines + ["", f"Checked jobs (false positives) per cell; in all {s['jobs']:,} checked "
+                    f"jobs, {s['false_positives']} false positives.", "", provenance(report, path)]
