@@ -201,7 +201,9 @@ TEST(AbftTest, BitFlipsAboveTheToleranceAreCaught) {
       }
       if (bit >= 30 || bit == 23 + 6) {
         // The sign, and the exponent's high bits: always far out.
-        if (std::fabs(clean[at]) > 1e-3) EXPECT_FALSE(v.ok()) << bit;
+        if (std::fabs(clean[at]) > 1e-3) {
+          EXPECT_FALSE(v.ok()) << bit;
+        }
       }
     }
   }
@@ -388,7 +390,9 @@ TEST(AbftTest, StructuredDataIsVerifiedAndPasses) {
                  job.p.alpha * sum + job.p.beta * job.c_in[0]);
     job.Predict();
     const Verdict v = job.Judge();
-    if (pattern == 0) EXPECT_GT(v.suspect_lines, uint64_t{kMaxVerifiedLines});
+    if (pattern == 0) {
+      EXPECT_GT(v.suspect_lines, uint64_t{kMaxVerifiedLines});
+    }
     EXPECT_TRUE(v.ok()) << pattern << ": " << LineName(job.p, v.worst_line)
                         << " at " << v.worst_ratio;
     EXPECT_LE(v.verified_lines, uint64_t{kMaxVerifiedLines});
