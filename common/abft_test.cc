@@ -8,33 +8,17 @@
 #include <random>
 #include <vector>
 
+#include "common/abft_data.h"
 #include "common/reference_gemm.h"
 #include "gtest/gtest.h"
 
 namespace gemm::abft {
 namespace {
 
-// Operand values of several kinds: the ranges and cancellations that make
-// rounding errors large relative to the result.
-enum class Data { kUniform, kWideRange, kCancelling };
+using Data = CheckData;
 
 void Fill(std::vector<float>& v, Data kind, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-  std::uniform_int_distribution<int> exponent(-20, 20);
-  for (float& x : v) {
-    switch (kind) {
-      case Data::kUniform:
-        x = unit(rng);
-        break;
-      case Data::kWideRange:
-        x = std::ldexp(unit(rng), exponent(rng));
-        break;
-      case Data::kCancelling:
-        // Large values of both signs with small differences.
-        x = (rng() & 1 ? 1.0f : -1.0f) * (1000.0f + unit(rng));
-        break;
-    }
-  }
+  FillCheckData(v.data(), v.size(), kind, rng);
 }
 
 // A random job, its result by OpenBLAS (float32) and the check's scratch.

@@ -79,6 +79,8 @@ int Detect(const DetectOptions& o, std::string* json) {
         CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
         best = std::min(best, ms);
       }
+      CHECK_CUDA(cudaEventDestroy(start));
+      CHECK_CUDA(cudaEventDestroy(stop));
       job.batch.verify = true;
       return best;
     };

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -14,14 +13,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/abft.h"
+#include "common/abft_data.h"
 #include "kernels/check_bench.h"
 
 namespace gemm::kernels::check_bench {
 namespace {
 
-enum class Data { kUniform, kWideRange, kCancelling, kConstant };
-constexpr const char* kDataNames[] = {"uniform", "wide-range", "cancelling",
-                                      "constant"};
+using abft::CheckData;
+using abft::kCheckDataNames;
 
 struct SoakCell {
   uint64_t jobs = 0, false_positives = 0, suspect = 0, verified = 0,
@@ -40,25 +39,9 @@ int Soak(const SoakOptions& o, std::string* json) {
   std::vector<float*> pools;
   {
     std::vector<float> host(kPool);
-    std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-    std::uniform_int_distribution<int> exponent(-20, 20);
     for (int kind = 0; kind < 4; ++kind) {
-      for (float& x : host) {
-        switch (static_cast<Data>(kind)) {
-          case Data::kUniform:
-            x = unit(rng);
-            break;
-          case Data::kWideRange:
-            x = std::ldexp(unit(rng), exponent(rng));
-            break;
-          case Data::kCancelling:
-            x = (rng() & 1 ? 1.0f : -1.0f) * (1000.0f + unit(rng));
-            break;
-          case Data::kConstant:
-            x = 0.1f;
-            break;
-        }
-      }
+      abft::FillCheckData(host.data(), kPool, static_cast<CheckData>(kind),
+                          rng);
       pools.push_back(DeviceAlloc<float>(kPool));
       CHECK_CUDA(
           cudaMemcpy(pools.back(), host.data(), 4 * kPool, cudaMemcpyDefault));
@@ -134,10 +117,10 @@ int Soak(const SoakOptions& o, std::string* json) {
           if (!v.ok()) {
             ++cell.false_positives;
             status = 1;
-            std::fprintf(stderr, "false positive: %s %s %s: %s at %.3g\n",
-                         name.c_str(), kDataNames[kind], p.ToString().c_str(),
-                         abft::LineName(p, v.worst_line).c_str(),
-                         v.worst_ratio);
+            std::fprintf(
+                stderr, "false positive: %s %s %s: %s at %.3g\n", name.c_str(),
+                kCheckDataNames[kind], p.ToString().c_str(),
+                abft::LineName(p, v.worst_line).c_str(), v.worst_ratio);
           }
           cell.suspect += v.suspect_lines;
           cell.verified += v.verified_lines;
@@ -156,7 +139,7 @@ int Soak(const SoakOptions& o, std::string* json) {
       const SoakCell& c = row[kind];
       total += c.jobs, total_fp += c.false_positives;
       std::printf("%-12s %-11s %9llu %7llu %9llu %9llu %11llu %8.3g\n",
-                  name.c_str(), kDataNames[kind],
+                  name.c_str(), kCheckDataNames[kind],
                   static_cast<unsigned long long>(c.jobs),
                   static_cast<unsigned long long>(c.false_positives),
                   static_cast<unsigned long long>(c.suspect),
@@ -167,7 +150,7 @@ int Soak(const SoakOptions& o, std::string* json) {
           "\"false_positives\": %d, \"suspect_lines\": %d, "
           "\"verified_lines\": %d, \"unchecked_lines\": %d, "
           "\"worst_ratio\": %.6g}",
-          name, kDataNames[kind], c.jobs, c.false_positives, c.suspect,
+          name, kCheckDataNames[kind], c.jobs, c.false_positives, c.suspect,
           c.verified, c.unchecked, c.worst));
     }
   }
