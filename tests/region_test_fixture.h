@@ -192,10 +192,20 @@ struct MixedJob {
 
   // The result, from the region or from `out`.
   double Error(const SharedMemoryRegion& shm) const {
+    return ErrorOf(args.result_region.used() ? reinterpret_cast<const float*>(
+                                                   shm.data() + result_offset)
+                                             : out.data());
+  }
+
+  // The result in the region now, copied out.
+  std::vector<float> RegionResultNow(const SharedMemoryRegion& shm) const {
     const float* result =
-        args.result_region.used()
-            ? reinterpret_cast<const float*>(shm.data() + result_offset)
-            : out.data();
+        reinterpret_cast<const float*>(shm.data() + result_offset);
+    return std::vector<float>(result, result + c.size());
+  }
+
+  // `result`'s error against the reference.
+  double ErrorOf(const float* result) const {
     if (want.empty()) {
       want = ReferenceGemm(args.problem, a.data(), b.data(),
                            args.problem.beta != 0.0f ? c.data() : nullptr);

@@ -115,4 +115,30 @@ std::map<uint64_t, std::pair<int, std::string>> ReadEnds(
   return ends;
 }
 
+std::string Http2Frame(uint8_t type, uint8_t flags, uint32_t stream,
+                       const std::string& payload) {
+  const uint32_t n = payload.size();
+  std::string frame = {static_cast<char>(n >> 16),
+                       static_cast<char>(n >> 8),
+                       static_cast<char>(n),
+                       static_cast<char>(type),
+                       static_cast<char>(flags),
+                       static_cast<char>(stream >> 24),
+                       static_cast<char>(stream >> 16),
+                       static_cast<char>(stream >> 8),
+                       static_cast<char>(stream)};
+  return frame + payload;
+}
+
+std::string HpackInt(uint64_t value, int prefix_bits) {
+  const uint64_t max_prefix = (uint64_t{1} << prefix_bits) - 1;
+  if (value < max_prefix) return std::string(1, static_cast<char>(value));
+  std::string out(1, static_cast<char>(max_prefix));
+  value -= max_prefix;
+  for (; value >= 128; value >>= 7) {
+    out += static_cast<char>(0x80 | (value & 0x7f));
+  }
+  return out + static_cast<char>(value);
+}
+
 }  // namespace gemm::testing

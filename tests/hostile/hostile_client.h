@@ -1,6 +1,7 @@
-// What the hostile-client suites (hostile_client_test*.cc) share: requests
-// and stream declarations, a victim client that must still be served, Info
-// on a fresh connection, and waits on the server's unary read gate.
+// What the hostile-client suites (hostile_client_test*.cc,
+// continuation_flood_test.cc) share: requests and stream declarations, a
+// victim client that must still be served, Info on a fresh connection,
+// waits on the server's unary read gate, and raw HTTP/2 frames.
 //
 // Thread-safety: free functions, one test thread.
 //
@@ -47,6 +48,13 @@ bool WaitForUnaryRequests(int metrics_port, double reading, double waiting);
 std::map<uint64_t, std::pair<int, std::string>> ReadEnds(
     grpc::ClientReaderWriter<v1::StreamRequest, v1::StreamResponse>* stream,
     size_t count);
+
+// An HTTP/2 frame: its 9-byte header, then `payload`.
+std::string Http2Frame(uint8_t type, uint8_t flags, uint32_t stream,
+                       const std::string& payload);
+
+// An HPACK integer with a `prefix_bits` prefix, the byte's other bits 0.
+std::string HpackInt(uint64_t value, int prefix_bits);
 
 }  // namespace gemm::testing
 
