@@ -20,6 +20,7 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,7 @@
 #include "kernels/cublas_sgemm.h"
 #include "kernels/launch_timer.h"
 #include "kernels/sgemm.h"
+#include "kernels/sgemm_kernels.h"
 #include "kernels/sgemm_launchers.h"
 
 namespace gemm::kernels {
@@ -52,6 +54,7 @@ struct BenchOptions {
   bool check = true;  // compare with the float64 reference before timing
   std::string json;   // output path; empty: no JSON
   int device = 0;
+  bool tile_sweep = false;  // add MakeV10TileSweepKernels() to the kernels
 };
 
 // N or MxNxK, optionally with :XY for the transposes of A and B (N or T
@@ -290,6 +293,9 @@ int Run(int argc, char** argv) {
                "skip the float64 reference check");
   app.add_option("--json", options.json, "write results as JSON to this path");
   app.add_option("--device", options.device, "CUDA device");
+  app.add_flag("--tile-sweep", options.tile_sweep,
+               "also v10's tile configurations (v10t-*; NN shapes with "
+               "16-byte aligned operands only)");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<GemmProblem> shapes;
@@ -314,6 +320,10 @@ int Run(int argc, char** argv) {
     }
     kernels.push_back(kernel);
   }
+  const std::vector<std::unique_ptr<SgemmKernel>> sweep =
+      options.tile_sweep ? MakeV10TileSweepKernels()
+                         : std::vector<std::unique_ptr<SgemmKernel>>();
+  for (const auto& kernel : sweep) kernels.push_back(kernel.get());
 
   cudaDeviceProp prop;
   int driver = 0, runtime = 0;

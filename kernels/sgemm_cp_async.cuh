@@ -1,9 +1,11 @@
 // The multi-stage cp.async pipeline of v10 and v11: copies of K slices
 // from global straight into shared memory (SliceCopier) and the main loop
 // that multiplies a block's tile over a K range while the next slices are
-// in flight (CpAsyncMainloop). v10's file tells the design; v11 runs the
-// same main loop over a part of K; v12 uses the copy primitives
-// (CopyAsync, CommitCopies, WaitCopies). Included by .cu files only.
+// in flight (CpAsyncMainloop), and v10's kernel on it (SgemmCpAsyncKernel).
+// v10's file tells the design; sgemm_v10_tiles.cu sweeps the kernel's tile
+// configurations; v11 runs the same main loop over a part of K; v12 uses
+// the copy primitives (CopyAsync, CommitCopies, WaitCopies). Included by .cu
+// files only.
 //
 // Thread-safety: device code; each block owns its shared memory.
 //
@@ -270,6 +272,32 @@ struct CpAsyncMainloop : WarpTile<kBlockM, kBlockN, kWarpM, kWarpN> {
     }
   }
 };
+
+// v10's kernel: a block's tile over all of K on CpAsyncMainloop, then v6's
+// epilogue (sgemm_v10_cp_async.cu; sgemm_v10_tiles.cu sweeps its tile
+// configurations). Launch it with Loop::Launch.
+template <int kBlockM,         // block tile rows (of C)
+          int kBlockN,         // block tile columns (of C)
+          int kBlockK,         // K slice per pipeline stage
+          int kWarpM,          // warp tile rows
+          int kWarpN,          // warp tile columns
+          int kStages,         // shared-memory stages (slices in flight + 1)
+          int kMinBlocks,      // blocks per SM the registers must allow
+          int kPad,            // floats of padding per shared-memory k row
+          bool kTransA,        // A is stored transposed (k x m)
+          bool kTransB,        // B is stored transposed (n x k)
+          bool kVectorAccess>  // 16-byte global accesses allowed
+__global__ void __launch_bounds__((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32,
+                                  kMinBlocks)
+    SgemmCpAsyncKernel(SgemmArgs args) {
+  using Loop = CpAsyncMainloop<kBlockM, kBlockN, kBlockK, kWarpM, kWarpN,
+                               kStages, kPad, kTransA, kTransB, kVectorAccess>;
+  extern __shared__ __align__(16) float tiles[];
+  const BatchMember p = SelectBatchMember(args);
+  Loop loop(blockIdx.y * kBlockM, blockIdx.x * kBlockN);
+  loop.Accumulate(args, p, 0, args.k, tiles);
+  loop.template Store<kVectorAccess>(args, p.c);
+}
 
 }  // namespace gemm::kernels::detail
 

@@ -162,4 +162,16 @@ std::vector<std::unique_ptr<SgemmKernel>> MakeChapterKernels() {
   return kernels;
 }
 
+std::vector<std::unique_ptr<SgemmKernel>> MakeV10TileSweepKernels() {
+  std::vector<std::unique_ptr<SgemmKernel>> kernels;
+  for (int i = 0; i < kV10TileSweepSize; ++i) {
+    kernels.push_back(std::make_unique<ChapterSgemmKernel>(
+        kV10TileSweep[i].name,
+        "v10's kernel with this tile configuration, NN with 16-byte access "
+        "only (gemm-bench --tile-sweep)",
+        kV10TileSweep[i].launch, Precision::kFp32, false));
+  }
+  return kernels;
+}
+
 }  // namespace gemm::kernels

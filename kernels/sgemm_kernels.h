@@ -18,6 +18,11 @@ namespace gemm::kernels {
 
 std::vector<std::unique_ptr<SgemmKernel>> MakeChapterKernels();
 
+// v10's tile configurations (sgemm_v10_tiles.cu), for gemm-bench
+// --tile-sweep alone: never registered in KernelRegistry::Global(), so
+// never served.
+std::vector<std::unique_ptr<SgemmKernel>> MakeV10TileSweepKernels();
+
 }  // namespace gemm::kernels
 
 #endif  // GEMM_KERNELS_SGEMM_KERNELS_H_

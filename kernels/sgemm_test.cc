@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/sgemm_kernels.h"
 #include "kernels/sgemm_launchers.h"
 
 namespace gemm::kernels {
@@ -199,6 +200,25 @@ TEST(ChapterKernelsTest, RejectShapesBeyondTheGrid) {
               absl::StatusCode::kUnimplemented)
         << name;
   }
+}
+
+// gemm-bench --tile-sweep's kernels: each configuration once, v10's own
+// first, all taking an NN problem, none of them in the served registry.
+TEST(TileSweepTest, ConfigurationsAreNamedOnceAndNeverServed) {
+  const std::vector<std::unique_ptr<SgemmKernel>> sweep =
+      MakeV10TileSweepKernels();
+  ASSERT_FALSE(sweep.empty());
+  EXPECT_EQ(sweep.front()->name(), "v10t-128x128x16-w64x32-s3-b2");
+  std::vector<std::string> names;
+  for (const auto& kernel : sweep) {
+    const std::string name(kernel->name());
+    EXPECT_EQ(name.rfind("v10t-", 0), 0u) << name;
+    EXPECT_EQ(KernelRegistry::Global().Find(name), nullptr) << name;
+    EXPECT_TRUE(kernel->CanImplement(ValidArgs()).ok()) << name;
+    names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end());
 }
 
 }  // namespace

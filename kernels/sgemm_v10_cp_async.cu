@@ -19,8 +19,9 @@
 // bounds checks; a slice wholly inside the matrix is copied without any.
 // Without 16-byte alignment (kVectorAccess = false) every copy is a word.
 //
-// The pipeline and copies are in sgemm_cp_async.cuh (v11 shares them); the
-// multiply, the thread tiles and the epilogue are v6's.
+// The pipeline, the copies and the kernel are in sgemm_cp_async.cuh (v11
+// shares the first two; sgemm_v10_tiles.cu sweeps the kernel's tile
+// configurations); the multiply, the thread tiles and the epilogue are v6's.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -33,32 +34,7 @@
 namespace gemm::kernels {
 namespace {
 
-using detail::BatchMember;
 using detail::CeilDiv;
-
-template <int kBlockM,         // block tile rows (of C)
-          int kBlockN,         // block tile columns (of C)
-          int kBlockK,         // K slice per pipeline stage
-          int kWarpM,          // warp tile rows
-          int kWarpN,          // warp tile columns
-          int kStages,         // shared-memory stages (slices in flight + 1)
-          int kMinBlocks,      // blocks per SM the registers must allow
-          int kPad,            // floats of padding per shared-memory k row
-          bool kTransA,        // A is stored transposed (k x m)
-          bool kTransB,        // B is stored transposed (n x k)
-          bool kVectorAccess>  // 16-byte global accesses allowed
-__global__ void __launch_bounds__((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32,
-                                  kMinBlocks)
-    SgemmCpAsyncKernel(SgemmArgs args) {
-  using Loop =
-      detail::CpAsyncMainloop<kBlockM, kBlockN, kBlockK, kWarpM, kWarpN,
-                              kStages, kPad, kTransA, kTransB, kVectorAccess>;
-  extern __shared__ __align__(16) float tiles[];
-  const BatchMember p = detail::SelectBatchMember(args);
-  Loop loop(blockIdx.y * kBlockM, blockIdx.x * kBlockN);
-  loop.Accumulate(args, p, 0, args.k, tiles);
-  loop.template Store<kVectorAccess>(args, p.c);
-}
 
 // Launches the kernel with one tile configuration.
 template <int kBlockM,                 // block tile rows
@@ -83,10 +59,11 @@ cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
             detail::CpAsyncMainloop<kBlockM, kBlockN, kBlockK, kWarpM, kWarpN,
                                     kStages, kPad, kTransA, kTransB, kVector>;
         // ForEachBatchChunk reports the launch's error.
-        Loop::Launch(SgemmCpAsyncKernel<kBlockM, kBlockN, kBlockK, kWarpM,
-                                        kWarpN, kStages, kMinBlocks, kPad,
-                                        kTransA, kTransB, kVector>,
-                     grid, stream, chunk);
+        Loop::Launch(
+            detail::SgemmCpAsyncKernel<kBlockM, kBlockN, kBlockK, kWarpM,
+                                       kWarpN, kStages, kMinBlocks, kPad,
+                                       kTransA, kTransB, kVector>,
+            grid, stream, chunk);
       };
       vector_access ? launch(std::true_type{}) : launch(std::false_type{});
     });
