@@ -20,19 +20,10 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "kernels/exit_on_cuda_error.h"
 #include "nlohmann/json.hpp"
 
 namespace {
-
-#define CHECK_CUDA(call)                                  \
-  do {                                                    \
-    const cudaError_t err_ = (call);                      \
-    if (err_ != cudaSuccess) {                            \
-      std::fprintf(stderr, "copy-bench: %s: %s\n", #call, \
-                   cudaGetErrorString(err_));             \
-      std::exit(1);                                       \
-    }                                                     \
-  } while (0)
 
 // Median and best GB/s of `repeats` copies of `bytes`.
 nlohmann::json Time(void* to, const void* from, size_t bytes,

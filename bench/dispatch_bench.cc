@@ -26,6 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/precision.h"
+#include "kernels/exit_on_cuda_error.h"
 #include "kernels/launch_timer.h"
 #include "kernels/sgemm.h"
 #include "server/cuda/cuda_executor.h"
@@ -37,15 +38,6 @@ using gemm::kernels::LaunchTimes;
 using gemm::kernels::MakeSgemmArgs;
 using gemm::kernels::SgemmArgs;
 using gemm::kernels::TimeLaunches;
-
-#define CHECK_CUDA(x)                                              \
-  do {                                                             \
-    cudaError_t e = (x);                                           \
-    if (e != cudaSuccess) {                                        \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                \
-    }                                                              \
-  } while (0)
 
 // Median of `reps` timed launches after one warm-up, in milliseconds; -1
 // when the kernel does not run the shape (CanImplement), fatal otherwise.

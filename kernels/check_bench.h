@@ -38,19 +38,10 @@
 #include "common/abft.h"
 #include "common/precision.h"
 #include "kernels/abft_checksums.h"
+#include "kernels/exit_on_cuda_error.h"
 #include "kernels/sgemm.h"
 
 namespace gemm::kernels::check_bench {
-
-#define CHECK_CUDA(call)                                   \
-  do {                                                     \
-    const cudaError_t err_ = (call);                       \
-    if (err_ != cudaSuccess) {                             \
-      std::fprintf(stderr, "check-bench: %s: %s\n", #call, \
-                   cudaGetErrorString(err_));              \
-      std::exit(1);                                        \
-    }                                                      \
-  } while (0)
 
 template <typename T>
 T* DeviceAlloc(uint64_t count) {

@@ -93,7 +93,8 @@ int Soak(const SoakOptions& o, std::string* json) {
                        need_b = job.batch.stride_b * count,
                        need_c = p.c_elements() * count;
         if (need_a + 64 > kPool || need_b + 64 > kPool || need_c > kPool ||
-            job.batch.stride_scratch * count > (uint64_t{8} << 20)) {
+            static_cast<uint64_t>(job.batch.stride_scratch) * count >
+                (uint64_t{8} << 20)) {
           continue;
         }
         // 16-byte aligned mostly, now and then not (the kernels' scalar paths).
