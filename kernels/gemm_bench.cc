@@ -36,8 +36,8 @@
 #include "kernels/cublas_sgemm.h"
 #include "kernels/launch_timer.h"
 #include "kernels/sgemm.h"
-#include "kernels/sgemm_kernels.h"
 #include "kernels/sgemm_launchers.h"
+#include "kernels/v10_tile_sweep.h"
 
 namespace gemm::kernels {
 namespace {

@@ -9,8 +9,6 @@
 namespace gemm::kernels {
 namespace {
 
-using Launcher = cudaError_t (*)(const SgemmArgs&, cudaStream_t);
-
 // One of the chapter's kernels: the shared validation, a grid-size limit and
 // a launcher from a kernel file.
 class ChapterSgemmKernel final : public SgemmKernel {
@@ -162,16 +160,12 @@ std::vector<std::unique_ptr<SgemmKernel>> MakeChapterKernels() {
   return kernels;
 }
 
-std::vector<std::unique_ptr<SgemmKernel>> MakeV10TileSweepKernels() {
-  std::vector<std::unique_ptr<SgemmKernel>> kernels;
-  for (int i = 0; i < kV10TileSweepSize; ++i) {
-    kernels.push_back(std::make_unique<ChapterSgemmKernel>(
-        kV10TileSweep[i].name,
-        "v10's kernel with this tile configuration, NN with 16-byte access "
-        "only (gemm-bench --tile-sweep)",
-        kV10TileSweep[i].launch, Precision::kFp32, false));
-  }
-  return kernels;
+std::unique_ptr<SgemmKernel> MakeLauncherKernel(std::string name,
+                                                std::string description,
+                                                Launcher launcher,
+                                                Precision precision) {
+  return std::make_unique<ChapterSgemmKernel>(
+      std::move(name), std::move(description), launcher, precision, false);
 }
 
 }  // namespace gemm::kernels

@@ -10,6 +10,7 @@
 #define GEMM_KERNELS_SGEMM_KERNELS_H_
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/sgemm.h"
@@ -18,10 +19,13 @@ namespace gemm::kernels {
 
 std::vector<std::unique_ptr<SgemmKernel>> MakeChapterKernels();
 
-// v10's tile configurations (sgemm_v10_tiles.cu), for gemm-bench
-// --tile-sweep alone: never registered in KernelRegistry::Global(), so
-// never served.
-std::vector<std::unique_ptr<SgemmKernel>> MakeV10TileSweepKernels();
+// A plain launcher (sgemm_launchers.h's contract) as an SgemmKernel with the
+// chapter kernels' validation: for kernels outside the served registry
+// (v10_tile_sweep.h).
+using Launcher = cudaError_t (*)(const SgemmArgs&, cudaStream_t);
+std::unique_ptr<SgemmKernel> MakeLauncherKernel(
+    std::string name, std::string description, Launcher launcher,
+    Precision precision = Precision::kFp32);
 
 }  // namespace gemm::kernels
 

@@ -94,16 +94,6 @@ cudaError_t LaunchErrorSums(const SgemmArgs& args, const double* ref,
 cudaError_t LaunchFillRandom(float* x, int64_t count, uint64_t seed,
                              cudaStream_t stream);
 
-// v10's tile sweep (sgemm_v10_tiles.cu; gemm-bench --tile-sweep): one
-// launcher per tile configuration of v10's kernel, for A and B as is (NN)
-// with 16-byte access; any other problem is cudaErrorNotSupported.
-struct TileSweepLauncher {
-  const char* name;  // "v10t-BMxBNxBK-wWMxWN-sSTAGES-bBLOCKS"
-  cudaError_t (*launch)(const SgemmArgs& args, cudaStream_t stream);
-};
-extern const TileSweepLauncher kV10TileSweep[];
-extern const int kV10TileSweepSize;
-
 }  // namespace gemm::kernels
 
 #endif  // GEMM_KERNELS_SGEMM_LAUNCHERS_H_

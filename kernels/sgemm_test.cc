@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/sgemm_kernels.h"
 #include "kernels/sgemm_launchers.h"
+#include "kernels/v10_tile_sweep.h"
 
 namespace gemm::kernels {
 namespace {

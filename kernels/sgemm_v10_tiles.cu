@@ -12,12 +12,14 @@
 // The kernel is v10's (sgemm_cp_async.cuh), instantiated for A and B as is
 // (NN) with 16-byte access only, so that the sweep compiles in a minute;
 // any other problem is cudaErrorNotSupported. None of these is served:
-// they are gemm-bench's alone (MakeV10TileSweepKernels).
+// they are gemm-bench's alone (MakeV10TileSweepKernels, v10_tile_sweep.h),
+// in a library the server does not link.
 #include <cuda_runtime.h>
 
 #include "kernels/sgemm_common.cuh"
 #include "kernels/sgemm_cp_async.cuh"
 #include "kernels/sgemm_launchers.h"
+#include "kernels/sgemm_v10_tiles.h"
 
 namespace gemm::kernels {
 namespace {
