@@ -294,8 +294,7 @@ int Run(int argc, char** argv) {
   app.add_option("--json", options.json, "write results as JSON to this path");
   app.add_option("--device", options.device, "CUDA device");
   app.add_flag("--tile-sweep", options.tile_sweep,
-               "also v10's tile configurations (v10t-*; NN shapes with "
-               "16-byte aligned operands only)");
+               "also v10's tile configurations (v10t-*)");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<GemmProblem> shapes;

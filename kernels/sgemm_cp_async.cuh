@@ -20,8 +20,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/sgemm_common.cuh"
+#include "kernels/sgemm_launchers.h"
 #include "kernels/sgemm_warp_tile.cuh"
 
 namespace gemm::kernels::detail {
@@ -297,6 +299,39 @@ __global__ void __launch_bounds__((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32,
   Loop loop(blockIdx.y * kBlockM, blockIdx.x * kBlockN);
   loop.Accumulate(args, p, 0, args.k, tiles);
   loop.template Store<kVectorAccess>(args, p.c);
+}
+
+// Launches SgemmCpAsyncKernel with one tile configuration, for every
+// transpose and either access width (v10's file; sgemm_v10_tiles.cu).
+template <int kBlockM,         // block tile rows
+          int kBlockN,         // block tile columns
+          int kBlockK,         // K slice per stage
+          int kWarpM,          // warp tile rows
+          int kWarpN,          // warp tile columns
+          int kStages,         // shared-memory stages
+          int kMinBlocks,      // blocks per SM the registers must allow
+          int kPad = kRowPad>  // floats of padding per k row
+cudaError_t LaunchCpAsync(const SgemmArgs& args, cudaStream_t stream) {
+  const bool vector_access = SgemmVectorAccessAllowed(args);
+  return ForEachBatchChunk(args, [&](const SgemmArgs& chunk) {
+    const dim3 grid(CeilDiv(chunk.n, kBlockN), CeilDiv(chunk.m, kBlockM),
+                    chunk.batch_count);
+    DispatchTransposes(chunk, [&](auto trans_a, auto trans_b) {
+      constexpr bool kTransA = decltype(trans_a)::value,
+                     kTransB = decltype(trans_b)::value;
+      auto launch = [&](auto vector) {
+        constexpr bool kVector = decltype(vector)::value;
+        using Loop = CpAsyncMainloop<kBlockM, kBlockN, kBlockK, kWarpM, kWarpN,
+                                     kStages, kPad, kTransA, kTransB, kVector>;
+        // ForEachBatchChunk reports the launch's error.
+        Loop::Launch(SgemmCpAsyncKernel<kBlockM, kBlockN, kBlockK, kWarpM,
+                                        kWarpN, kStages, kMinBlocks, kPad,
+                                        kTransA, kTransB, kVector>,
+                     grid, stream, chunk);
+      };
+      vector_access ? launch(std::true_type{}) : launch(std::false_type{});
+    });
+  });
 }
 
 }  // namespace gemm::kernels::detail

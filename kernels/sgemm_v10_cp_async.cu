@@ -25,63 +25,25 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/sgemm_common.cuh"
 #include "kernels/sgemm_cp_async.cuh"
 #include "kernels/sgemm_launchers.h"
 
 namespace gemm::kernels {
-namespace {
 
-using detail::CeilDiv;
-
-// Launches the kernel with one tile configuration.
-template <int kBlockM,                 // block tile rows
-          int kBlockN,                 // block tile columns
-          int kBlockK,                 // K slice per stage
-          int kWarpM,                  // warp tile rows
-          int kWarpN,                  // warp tile columns
-          int kStages,                 // shared-memory stages
-          int kMinBlocks,              // blocks per SM the registers must allow
-          int kPad = detail::kRowPad>  // floats of padding per k row
-cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
-  const bool vector_access = SgemmVectorAccessAllowed(args);
-  return detail::ForEachBatchChunk(args, [&](const SgemmArgs& chunk) {
-    const dim3 grid(CeilDiv(chunk.n, kBlockN), CeilDiv(chunk.m, kBlockM),
-                    chunk.batch_count);
-    detail::DispatchTransposes(chunk, [&](auto trans_a, auto trans_b) {
-      constexpr bool kTransA = decltype(trans_a)::value,
-                     kTransB = decltype(trans_b)::value;
-      auto launch = [&](auto vector) {
-        constexpr bool kVector = decltype(vector)::value;
-        using Loop =
-            detail::CpAsyncMainloop<kBlockM, kBlockN, kBlockK, kWarpM, kWarpN,
-                                    kStages, kPad, kTransA, kTransB, kVector>;
-        // ForEachBatchChunk reports the launch's error.
-        Loop::Launch(
-            detail::SgemmCpAsyncKernel<kBlockM, kBlockN, kBlockK, kWarpM,
-                                       kWarpN, kStages, kMinBlocks, kPad,
-                                       kTransA, kTransB, kVector>,
-            grid, stream, chunk);
-      };
-      vector_access ? launch(std::true_type{}) : launch(std::false_type{});
-    });
-  });
-}
-
-}  // namespace
+using detail::LaunchCpAsync;
 
 // 128 x 128 blocks of 8 warps of 64 x 32 (v6's), K slices of 16, 3 stages.
 cudaError_t LaunchSgemmCpAsync(const SgemmArgs& args, cudaStream_t stream) {
-  return Launch<128, 128, 16, 64, 32, 3, 2>(args, stream);
+  return LaunchCpAsync<128, 128, 16, 64, 32, 3, 2>(args, stream);
 }
 
 // 64 x 64 blocks of 4 warps of 32 x 32, K slices of 16, 4 stages: four times
 // the blocks, for shapes whose 128 x 128 grid leaves SMs idle.
 cudaError_t LaunchSgemmCpAsyncSmallTiles(const SgemmArgs& args,
                                          cudaStream_t stream) {
-  return Launch<64, 64, 16, 32, 32, 4, 4>(args, stream);
+  return LaunchCpAsync<64, 64, 16, 32, 32, 4, 4>(args, stream);
 }
 
 }  // namespace gemm::kernels

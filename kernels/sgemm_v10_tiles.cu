@@ -9,51 +9,25 @@
 //     per shared-memory load (16 x 8 accumulators a thread), one block per
 //     SM with the registers that takes;
 //   - one block per SM with v10's tiles: registers freed for the compiler.
-// The kernel is v10's (sgemm_cp_async.cuh), instantiated for A and B as is
-// (NN) with 16-byte access only, so that the sweep compiles in a minute;
-// any other problem is cudaErrorNotSupported. None of these is served:
+// The kernel and its launch are v10's (sgemm_cp_async.cuh), every transpose
+// and access width. None of these is served:
 // they are gemm-bench's alone (MakeV10TileSweepKernels, v10_tile_sweep.h),
 // in a library the server does not link.
 #include <cuda_runtime.h>
 
-#include "kernels/sgemm_common.cuh"
 #include "kernels/sgemm_cp_async.cuh"
 #include "kernels/sgemm_launchers.h"
 #include "kernels/sgemm_v10_tiles.h"
 
 namespace gemm::kernels {
-namespace {
 
-using detail::CeilDiv;
-
-template <int kBlockM, int kBlockN, int kBlockK, int kWarpM, int kWarpN,
-          int kStages, int kMinBlocks>
-cudaError_t LaunchNN(const SgemmArgs& args, cudaStream_t stream) {
-  if (args.trans_a || args.trans_b || !SgemmVectorAccessAllowed(args)) {
-    return cudaErrorNotSupported;
-  }
-  constexpr int kPad = detail::kRowPad;
-  using Loop =
-      detail::CpAsyncMainloop<kBlockM, kBlockN, kBlockK, kWarpM, kWarpN,
-                              kStages, kPad, false, false, true>;
-  return detail::ForEachBatchChunk(args, [&](const SgemmArgs& chunk) {
-    const dim3 grid(CeilDiv(chunk.n, kBlockN), CeilDiv(chunk.m, kBlockM),
-                    chunk.batch_count);
-    // ForEachBatchChunk reports the launch's error.
-    Loop::Launch(detail::SgemmCpAsyncKernel<kBlockM, kBlockN, kBlockK, kWarpM,
-                                            kWarpN, kStages, kMinBlocks, kPad,
-                                            false, false, true>,
-                 grid, stream, chunk);
-  });
-}
-
-}  // namespace
+using detail::LaunchCpAsync;
 
 // Named by block tile (m x n x k), warp tile, stages and blocks per SM.
 #define GEMM_V10_TILES(bm, bn, bk, wm, wn, stages, blocks)                  \
   {                                                                         \
     "v10t-" #bm "x" #bn "x" #bk "-w" #wm "x" #wn "-s" #stages "-b" #blocks, \
-        LaunchNN<bm, bn, bk, wm, wn, stages, blocks>                        \
+        LaunchCpAsync<bm, bn, bk, wm, wn, stages, blocks>                   \
   }
 
 const TileSweepLauncher kV10TileSweep[] = {

@@ -16,8 +16,8 @@
 
 namespace gemm::kernels {
 
-// One launcher per tile configuration of v10's kernel, for A and B as is
-// (NN) with 16-byte access; any other problem is cudaErrorNotSupported.
+// One launcher per tile configuration of v10's kernel (sgemm_launchers.h's
+// contract).
 struct TileSweepLauncher {
   const char* name;  // "v10t-BMxBNxBK-wWMxWN-sSTAGES-bBLOCKS"
   cudaError_t (*launch)(const SgemmArgs& args, cudaStream_t stream);

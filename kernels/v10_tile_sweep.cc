@@ -10,8 +10,7 @@ std::vector<std::unique_ptr<SgemmKernel>> MakeV10TileSweepKernels() {
   for (int i = 0; i < kV10TileSweepSize; ++i) {
     kernels.push_back(MakeLauncherKernel(
         kV10TileSweep[i].name,
-        "v10's kernel with this tile configuration, NN with 16-byte access "
-        "only (gemm-bench --tile-sweep)",
+        "v10's kernel with this tile configuration (gemm-bench --tile-sweep)",
         kV10TileSweep[i].launch));
   }
   return kernels;

@@ -1,8 +1,7 @@
 // v10's tile configurations (sgemm_v10_tiles.cu) as SgemmKernels named
 // "v10t-BMxBNxBK-wWMxWN-sSTAGES-bBLOCKS", for gemm-bench --tile-sweep
 // alone: never registered in KernelRegistry::Global(), and in a library of
-// their own that the server does not link. NN problems with 16-byte aligned
-// operands only; Launch fails on any other.
+// their own that the server does not link.
 //
 // Thread-safety: the returned kernels are immutable; Launch is thread-safe.
 //
