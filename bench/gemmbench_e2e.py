@@ -158,7 +158,7 @@ ABFT_COST_CASES = [
     for kernel in ("cublas", "v6")
 ]
 ABFT_SOAK_KERNELS = ["auto", "cublas", "v6", "v7", "v7-64x64", "v8", "v5", "v4", "v10",
-                     "v10-64x64", "v11", "v12"]
+                     "v10-64x64", "v10-packed", "v11", "v12"]
 # The 3xTF32 kernels: a job names them with PRECISION_FP32_TENSOR.
 FP32_TENSOR_KERNELS = ("v9", "v12")
 

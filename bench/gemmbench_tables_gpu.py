@@ -18,6 +18,7 @@ KEY_CHANGE = {
     "v9": "3xTF32 on Tensor Cores (mma.sync; float32-accurate, fp32-tensor)",
     "v10": "cp.async pipeline (3 stages, K slices of 16, padded rows)",
     "v10-64x64": "v10 with 64x64 block tiles (4 warps, 4 stages)",
+    "v10-packed": "v10 with K slices of 32, 2 stages; A (or B^T) transposed first into a workspace",
     "v11": "split-K on v10's pipeline, tile by shape, deterministic sum",
     "v12": "3xTF32 on wgmma (Hopper; operands split once into a K-major workspace; fp32-tensor)",
 }

@@ -301,35 +301,50 @@ __global__ void __launch_bounds__((kBlockM / kWarpM) * (kBlockN / kWarpN) * 32,
   loop.template Store<kVectorAccess>(args, p.c);
 }
 
-// Launches SgemmCpAsyncKernel with one tile configuration, for every
-// transpose and either access width (v10's file; sgemm_v10_tiles.cu).
-template <int kBlockM,         // block tile rows
-          int kBlockN,         // block tile columns
-          int kBlockK,         // K slice per stage
-          int kWarpM,          // warp tile rows
-          int kWarpN,          // warp tile columns
-          int kStages,         // shared-memory stages
-          int kMinBlocks,      // blocks per SM the registers must allow
-          int kPad = kRowPad>  // floats of padding per k row
+// Launches SgemmCpAsyncKernel with one tile configuration and fixed
+// transposes over one batch chunk (at most kMaxGridZ members), in 16-byte
+// accesses where vector_access allows them. The launch's error is left for
+// the caller's cudaGetLastError.
+template <int kBlockM,     // block tile rows
+          int kBlockN,     // block tile columns
+          int kBlockK,     // K slice per stage
+          int kWarpM,      // warp tile rows
+          int kWarpN,      // warp tile columns
+          int kStages,     // shared-memory stages
+          int kMinBlocks,  // blocks per SM the registers must allow
+          int kPad,        // floats of padding per k row
+          bool kTransA,    // A is stored transposed (k x m)
+          bool kTransB>    // B is stored transposed (n x k)
+void LaunchCpAsyncChunk(const SgemmArgs& chunk, bool vector_access,
+                        cudaStream_t stream) {
+  const dim3 grid(CeilDiv(chunk.n, kBlockN), CeilDiv(chunk.m, kBlockM),
+                  chunk.batch_count);
+  auto launch = [&](auto vector) {
+    constexpr bool kVector = decltype(vector)::value;
+    using Loop = CpAsyncMainloop<kBlockM, kBlockN, kBlockK, kWarpM, kWarpN,
+                                 kStages, kPad, kTransA, kTransB, kVector>;
+    Loop::Launch(
+        SgemmCpAsyncKernel<kBlockM, kBlockN, kBlockK, kWarpM, kWarpN, kStages,
+                           kMinBlocks, kPad, kTransA, kTransB, kVector>,
+        grid, stream, chunk);
+  };
+  vector_access ? launch(std::true_type{}) : launch(std::false_type{});
+}
+
+// Launches SgemmCpAsyncKernel with one tile configuration (the parameters
+// are LaunchCpAsyncChunk's), for every transpose and either access width
+// (v10's file; sgemm_v10_tiles.cu).
+template <int kBlockM, int kBlockN, int kBlockK, int kWarpM, int kWarpN,
+          int kStages, int kMinBlocks, int kPad = kRowPad>
 cudaError_t LaunchCpAsync(const SgemmArgs& args, cudaStream_t stream) {
   const bool vector_access = SgemmVectorAccessAllowed(args);
+  // ForEachBatchChunk reports each launch's error.
   return ForEachBatchChunk(args, [&](const SgemmArgs& chunk) {
-    const dim3 grid(CeilDiv(chunk.n, kBlockN), CeilDiv(chunk.m, kBlockM),
-                    chunk.batch_count);
     DispatchTransposes(chunk, [&](auto trans_a, auto trans_b) {
-      constexpr bool kTransA = decltype(trans_a)::value,
-                     kTransB = decltype(trans_b)::value;
-      auto launch = [&](auto vector) {
-        constexpr bool kVector = decltype(vector)::value;
-        using Loop = CpAsyncMainloop<kBlockM, kBlockN, kBlockK, kWarpM, kWarpN,
-                                     kStages, kPad, kTransA, kTransB, kVector>;
-        // ForEachBatchChunk reports the launch's error.
-        Loop::Launch(SgemmCpAsyncKernel<kBlockM, kBlockN, kBlockK, kWarpM,
-                                        kWarpN, kStages, kMinBlocks, kPad,
-                                        kTransA, kTransB, kVector>,
-                     grid, stream, chunk);
-      };
-      vector_access ? launch(std::true_type{}) : launch(std::false_type{});
+      LaunchCpAsyncChunk<kBlockM, kBlockN, kBlockK, kWarpM, kWarpN, kStages,
+                         kMinBlocks, kPad, decltype(trans_a)::value,
+                         decltype(trans_b)::value>(chunk, vector_access,
+                                                   stream);
     });
   });
 }

@@ -136,6 +136,11 @@ constexpr ChapterKernelEntry kChapterKernels[] = {
      "v10 with 64x64 block tiles of 4 warps of 32x32, 4 stages: more blocks "
      "for mid-sized shapes",
      LaunchSgemmCpAsyncSmallTiles},
+    {"v10-packed",
+     "v10 with K slices of 32 and 2 stages; an operand stored along K is "
+     "first transposed into a workspace, so that every copy is 16 bytes: "
+     "for large products",
+     LaunchSgemmCpAsyncPacked},
     {"v11",
      "split-K on v10's pipeline, the block tile chosen by shape (128x16 for "
      "N <= 16, else 64x64): for skinny and deep-K problems",

@@ -50,6 +50,8 @@ cudaError_t LaunchSgemmCpAsync(const SgemmArgs& args,
                                cudaStream_t stream);  // v10
 cudaError_t LaunchSgemmCpAsyncSmallTiles(const SgemmArgs& args,
                                          cudaStream_t stream);  // v10-64x64
+cudaError_t LaunchSgemmCpAsyncPacked(const SgemmArgs& args,
+                                     cudaStream_t stream);  // v10-packed
 cudaError_t LaunchSgemmPipelinedSplitK(const SgemmArgs& args,
                                        cudaStream_t stream);  // v11
 cudaError_t LaunchSgemmWgmma3xTf32(const SgemmArgs& args,
@@ -68,6 +70,16 @@ bool SgemmWgmmaSupported(int device);
 // server's device-memory budget; running out is RESOURCE_EXHAUSTED.
 // Thread-safe.
 cudaError_t SgemmWorkspacePool(int device, cudaMemPool_t* pool);
+
+// Hands `workspace` (null: nothing to hand back) to its pool in stream order
+// after the launches before it; returns `launched`, or the release's error
+// where the launch succeeded.
+inline cudaError_t SgemmWorkspaceRelease(void* workspace, cudaError_t launched,
+                                         cudaStream_t stream) {
+  if (workspace == nullptr) return launched;
+  const cudaError_t freed = cudaFreeAsync(workspace, stream);
+  return launched != cudaSuccess ? launched : freed;
+}
 
 // True when v5 (and v6, v7) can use 16-byte global accesses for `args`: every
 // base pointer 16-byte aligned, every leading dimension and batch stride a

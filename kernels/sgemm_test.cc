@@ -38,8 +38,8 @@ TEST(KernelRegistryTest, NamesInTeachingOrder) {
   EXPECT_EQ(KernelRegistry::Global().Names(),
             (std::vector<std::string>{"v0", "v1", "v2", "v3", "v4", "v5", "v6",
                                       "v7", "v7-64x64", "v8", "v9", "v10",
-                                      "v10-64x64", "v11", "v12", "cublas",
-                                      "cublas-tf32", "cublas-bf16"}));
+                                      "v10-64x64", "v10-packed", "v11", "v12",
+                                      "cublas", "cublas-tf32", "cublas-bf16"}));
 }
 
 TEST(KernelRegistryTest, FindKnownAndUnknown) {

@@ -180,10 +180,7 @@ cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
       SumSplits<<<264, 256, 0, stream>>>(chunk, splits, partials);
       launched = cudaGetLastError();
     }
-    if (partials != nullptr) {
-      const cudaError_t freed = cudaFreeAsync(partials, stream);
-      if (launched == cudaSuccess) launched = freed;
-    }
+    launched = SgemmWorkspaceRelease(partials, launched, stream);
     cudaGetLastError();  // clears a failed launch's error, returned here
     if (launched != cudaSuccess) return launched;
   }

@@ -432,10 +432,7 @@ cudaError_t LaunchSgemmWgmma3xTf32(const SgemmArgs& args, cudaStream_t stream) {
       default:
         launch(SgemmWgmma3xTf32Kernel<4>);
     }
-    if (packed != nullptr) {
-      const cudaError_t freed = cudaFreeAsync(packed, stream);
-      if (err == cudaSuccess) err = freed;
-    }
+    err = SgemmWorkspaceRelease(packed, err, stream);
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;

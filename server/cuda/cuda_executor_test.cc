@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "common/abft.h"
@@ -26,6 +27,14 @@
 
 namespace gemm::server::cuda_test {
 namespace {
+
+// The tuner's candidates, on any host: from v6 on, v10-packed by name only.
+TEST(TunerCandidatesTest, LeaveOutTheTeachingRoadAndV10Packed) {
+  EXPECT_EQ(TunerCandidates({"v0", "v5", "v6", "v8", "v10", "v10-64x64",
+                             "v10-packed", "v11", "v12", "cublas"}),
+            (std::vector<std::string>{"v6", "v8", "v10", "v10-64x64", "v11",
+                                      "v12", "cublas"}));
+}
 
 TEST_F(CudaExecutorTest, DescribesDevicesAndKernels) {
   const auto devices = executor_->devices();

@@ -38,8 +38,9 @@ std::vector<std::string> KernelsEveryDeviceRuns(
     const std::vector<std::unique_ptr<CudaDevice>>& devices);
 
 // The shape tuner's candidates (shape_tuner.h): every one of `kernels`
-// but the chapter's teaching road (v0..v5), which never wins: the split-K
-// kernels included, since the tuner measures them at the job's own shape.
+// but the chapter's teaching road (v0..v5), which never wins, and
+// v10-packed, which runs only by name: the split-K kernels included, since
+// the tuner measures them at the job's own shape.
 std::vector<std::string> TunerCandidates(
     const std::vector<std::string>& kernels);
 
