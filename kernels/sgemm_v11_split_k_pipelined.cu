@@ -5,7 +5,7 @@
 // v10's cp.async main loop (sgemm_cp_async.cuh) over a block's K range and
 // picks the tile from the shape:
 //
-//   N <= 16: 128 x 16 tiles of 4 warps of 32 x 16, K slices of 32;
+//   N <= 16: 128 x 16 tiles of 4 warps of 32 x 16, K slices of 32, 2 stages;
 //   else:    64 x 64 tiles of 4 warps of 32 x 32, K slices of 16 (v10-64x64).
 //
 // As in v8, where a problem has too few tiles to give every SM several
@@ -108,29 +108,27 @@ __global__ void SumSplits(SgemmArgs args, int splits, const float* partials) {
   }
 }
 
-// Blocks wanted per SM, and the shortest K range a split gets, in slices.
-// (64 x 64 tiles fit 4 blocks on an H200 SM at once; the thin tiles' 76 KB
-// of shared memory fit 2, so for them this is two waves.)
-constexpr int kBlocksPerSm = 4;
+// The shortest K range a split gets, in slices.
 constexpr int kMinSlicesPerSplit = 4;
 
-template <int kBlockM,  // block tile rows
-          int kBlockN,  // block tile columns
-          int kBlockK,  // K slice per stage
-          int kWarpM,   // warp tile rows
-          int kWarpN,   // warp tile columns
-          int kStages>  // shared-memory stages
+// The tile and stages are as in detail::LaunchCpAsyncChunk.
+template <int kBlockM, int kBlockN, int kBlockK, int kWarpM, int kWarpN,
+          int kStages,
+          int kBlocksPerSm,  // blocks wanted per SM
+          bool kOneWave>     // at most kBlocksPerSm per SM: no second wave
 cudaError_t Launch(const SgemmArgs& args, cudaStream_t stream) {
-  // How many K ranges: enough blocks for kBlocksPerSm per SM, each range at
-  // least kMinSlicesPerSplit whole slices.
+  // How many K ranges: enough blocks for kBlocksPerSm per SM (with kOneWave
+  // no more than that), each range at least kMinSlicesPerSplit whole slices.
   int device = 0, sms = 132;
   if (cudaGetDevice(&device) == cudaSuccess) {
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   }
   const int64_t tiles = int64_t{CeilDiv(args.m, kBlockM)} *
                         CeilDiv(args.n, kBlockN) * args.batch_count;
-  const int64_t wanted = CeilDiv(
-      kBlocksPerSm * sms, static_cast<int>(std::min<int64_t>(tiles, 1 << 20)));
+  const int64_t wanted =
+      kOneWave ? kBlocksPerSm * sms / tiles
+               : CeilDiv(kBlocksPerSm * sms,
+                         static_cast<int>(std::min<int64_t>(tiles, 1 << 20)));
   const int64_t most = std::max(1, args.k / (kMinSlicesPerSplit * kBlockK));
   // Ranges of whole slices; rounding them up may leave fewer ranges.
   const int k_per_split =
@@ -216,8 +214,16 @@ cudaError_t SgemmWorkspacePool(int device, cudaMemPool_t* pool) {
 cudaError_t LaunchSgemmPipelinedSplitK(const SgemmArgs& args,
                                        cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return cudaSuccess;
-  if (args.n <= 16) return Launch<128, 16, 32, 32, 16, 4>(args, stream);
-  return Launch<64, 64, 16, 32, 32, 4>(args, stream);
+  // The thin tile's 2 stages (39 KB of shared memory) fit 5 blocks on an
+  // H100 or H200 SM, and every split then starts at once: with 4 stages
+  // (78 KB, 2 blocks) and splits for 4 blocks an SM, 4096 x 16 x 4096 ran
+  // in two waves of 8 slices a block, 0.96-0.98x cuBLAS on an H100; as
+  // here 1.04-1.07x, and 8192 x 16 x 8192 1.09x against 0.81x (decision
+  // 0064). 64 x 64 tiles fit 4 blocks.
+  if (args.n <= 16) {
+    return Launch<128, 16, 32, 32, 16, 2, 5, true>(args, stream);
+  }
+  return Launch<64, 64, 16, 32, 32, 4, 4, false>(args, stream);
 }
 
 }  // namespace gemm::kernels
