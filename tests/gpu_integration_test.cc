@@ -129,7 +129,9 @@ TEST_F(GpuIntegrationTest, EveryKernelUnbatchedOnOddShapes) {
       auto timing = client_->Gemm(job.args, job.out.data());
       ASSERT_TRUE(timing.ok()) << kernel << ": " << timing.status();
       EXPECT_LE(job.Error(), kTolerance) << kernel;
-      if (std::string(kernel) != "auto") EXPECT_EQ(timing->kernel(), kernel);
+      if (std::string(kernel) != "auto") {
+        EXPECT_EQ(timing->kernel(), kernel);
+      }
       // Any GPU of the host may run it (jobs spread over all of them).
       EXPECT_EQ(timing->device().rfind("cuda:", 0), 0u) << timing->device();
       EXPECT_GE(timing->server_ms(), timing->compute_ms());
@@ -187,7 +189,9 @@ TEST_F(GpuIntegrationTest, PrecisionIsTheCallersChoice) {
                     timing->precision() == "fp32-tensor")
             << timing->precision();
       }
-      if (*c.kernel != 0) EXPECT_EQ(timing->kernel(), c.kernel);
+      if (*c.kernel != 0) {
+        EXPECT_EQ(timing->kernel(), c.kernel);
+      }
       EXPECT_LE(job.Error(), c.tolerance) << c.name;
       EXPECT_TRUE(timing->check().ran());
       EXPECT_EQ(timing->check().mismatches(), 0u) << timing->check().detail();
