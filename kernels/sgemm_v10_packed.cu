@@ -8,8 +8,8 @@
 // (k x n), both copied in quads. Of v10's tile sweep this configuration was
 // the fastest as T N at 4096^3 (decision 0063). The pass reads and writes
 // the operand once (45 us for a 4096 x 4096 operand on an H100), so the
-// kernel pays off on large products; `auto`'s shape tuner measures it
-// against the others per shape.
+// kernel pays off on large products. It runs by name only: the shape tuner
+// leaves it out (TunerCandidates).
 //
 // The workspace (k x m and k x n rounded up to 4, per batch member) comes
 // from v11's stream-ordered pool (SgemmWorkspacePool), batches in chunks
@@ -88,7 +88,8 @@ cudaError_t LaunchSgemmCpAsyncPacked(const SgemmArgs& args,
   const int64_t m4 = (int64_t{args.m} + 3) / 4 * 4;
   const int64_t n4 = (int64_t{args.n} + 3) / 4 * 4;
   const int64_t a_floats = pack_a ? int64_t{args.k} * m4 : 0;
-  const int64_t member_floats = a_floats + (pack_b ? int64_t{args.k} * n4 : 0);
+  const int64_t b_floats = pack_b ? int64_t{args.k} * n4 : 0;
+  const int64_t member_floats = a_floats + b_floats;
   const int64_t fit = std::max<int64_t>(
       1, kMaxWorkspaceBytes / std::max<int64_t>(1, member_floats * 4));
   const int per_launch = static_cast<int>(
@@ -123,7 +124,7 @@ cudaError_t LaunchSgemmCpAsyncPacked(const SgemmArgs& args,
                 chunk.batch_count, b, n4, stream);
       chunk.b = b;
       chunk.ldb = n4;
-      chunk.stride_b = int64_t{chunk.k} * n4;
+      chunk.stride_b = b_floats;
     }
     chunk.trans_a = true;
     chunk.trans_b = false;

@@ -218,7 +218,7 @@ cudaError_t LaunchSgemmPipelinedSplitK(const SgemmArgs& args,
   // H100 or H200 SM, and every split then starts at once: with 4 stages
   // (78 KB, 2 blocks) and splits for 4 blocks an SM, 4096 x 16 x 4096 ran
   // in two waves of 8 slices a block, 0.96-0.98x cuBLAS on an H100; as
-  // here 1.04-1.07x, and 8192 x 16 x 8192 1.09x against 0.81x (decision
+  // here 1.04-1.08x, and 8192 x 16 x 8192 1.09x against 0.81x (decision
   // 0064). 64 x 64 tiles fit 4 blocks.
   if (args.n <= 16) {
     return Launch<128, 16, 32, 32, 16, 2, 5, true>(args, stream);
